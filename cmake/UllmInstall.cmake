@@ -1,0 +1,23 @@
+# Install rules: headers, the exported target, a package config with find_dependency, a
+# version file and a pkg-config file.
+include(CMakePackageConfigHelpers)
+
+set(ULLM_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/ullm")
+
+install(TARGETS ullm EXPORT ullmTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/ullm" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT ullmTargets NAMESPACE ullm:: DESTINATION ${ULLM_CMAKE_DIR})
+
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/ullmConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/ullmConfig.cmake" INSTALL_DESTINATION ${ULLM_CMAKE_DIR})
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/ullmConfigVersion.cmake"
+  COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/ullmConfig.cmake" "${PROJECT_BINARY_DIR}/ullmConfigVersion.cmake"
+  DESTINATION ${ULLM_CMAKE_DIR})
+
+configure_file("${PROJECT_SOURCE_DIR}/cmake/ullm.pc.in" "${PROJECT_BINARY_DIR}/ullm.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/ullm.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")

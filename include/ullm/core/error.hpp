@@ -1,0 +1,175 @@
+#pragma once
+
+/// The ullm error hierarchy. Every exception ullm throws derives from `ullm::Error`, carries a
+/// stable `code()`, an HTTP-like `status()` and `retryable()`, and its `what()` starts with
+/// `[ullm.<code>]`. Every code is listed in docs/errors.md.
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace ullm {
+
+/// Where an error came from, when it came from a provider.
+struct ErrorOrigin {
+    std::string provider;    ///< e.g. "openai", "anthropic"; empty when not a provider error.
+    std::string model;       ///< The exact model requested, when known.
+    std::string request_id;  ///< The provider's request id, when it sent one.
+};
+
+/// Root of every exception ullm throws. Immutable after construction; safe to share.
+class Error : public std::runtime_error {
+public:
+    /// Builds an error with a stable code, a human message (no secrets), an HTTP-like status
+    /// and whether retrying the same operation may succeed.
+    Error(std::string code, const std::string& message, int status = 500, bool retryable = false,
+          ErrorOrigin origin = {})
+        : std::runtime_error("[ullm." + code + "] " + message),
+          code_(std::move(code)),
+          message_(message),
+          status_(status),
+          retryable_(retryable),
+          origin_(std::move(origin)) {}
+
+    /// The stable identifier of this kind of failure, e.g. `conversation_busy`.
+    [[nodiscard]] const std::string& code() const noexcept { return code_; }
+    /// The message without the `[ullm.<code>]` prefix.
+    [[nodiscard]] const std::string& message() const noexcept { return message_; }
+    /// An HTTP-like status: 400 for bad input, 409 for conflicts, 5xx for provider faults.
+    [[nodiscard]] int status() const noexcept { return status_; }
+    /// Whether the same operation may succeed if tried again.
+    [[nodiscard]] bool retryable() const noexcept { return retryable_; }
+    /// The provider, model and request id this error came from, where known.
+    [[nodiscard]] const ErrorOrigin& origin() const noexcept { return origin_; }
+    [[nodiscard]] const std::string& provider() const noexcept { return origin_.provider; }
+    [[nodiscard]] const std::string& model() const noexcept { return origin_.model; }
+    [[nodiscard]] const std::string& request_id() const noexcept { return origin_.request_id; }
+
+private:
+    std::string code_;
+    std::string message_;
+    int status_;
+    bool retryable_;
+    ErrorOrigin origin_;
+};
+
+/// A canonical message, part or usage record failed to parse. `path()` is the JSON pointer of
+/// the offending value and `constraint()` the rule it broke. Code `invalid_message`, status 400.
+class InvalidMessageError : public Error {
+public:
+    InvalidMessageError(std::string path, std::string constraint)
+        : Error("invalid_message", "at " + (path.empty() ? std::string("/") : path) + ": " + constraint,
+                400),
+          path_(std::move(path)),
+          constraint_(std::move(constraint)) {}
+    [[nodiscard]] const std::string& path() const noexcept { return path_; }
+    [[nodiscard]] const std::string& constraint() const noexcept { return constraint_; }
+
+private:
+    std::string path_;
+    std::string constraint_;
+};
+
+/// A tool definition broke a rule of define_tool (name, description, schema, duplicates).
+/// Codes: `invalid_tool_name`, `invalid_tool_description`, `invalid_tool_schema`,
+/// `unsupported_schema_keyword`, `duplicate_tool_name`. Status 400, not retryable.
+class ToolDefinitionError : public Error {
+public:
+    ToolDefinitionError(std::string code, const std::string& message)
+        : Error(std::move(code), message, 400) {}
+};
+
+/// Model-provided tool arguments failed strict validation. `path()` is the JSON pointer of the
+/// failing argument. Code `invalid_tool_arguments`, status 400. The message is written for
+/// the model: it becomes the tool's error result.
+class ToolArgumentError : public Error {
+public:
+    ToolArgumentError(std::string path, const std::string& reason)
+        : Error("invalid_tool_arguments",
+                "argument " + (path.empty() ? std::string("(root)") : path) + " " + reason, 400),
+          path_(std::move(path)),
+          reason_(reason) {}
+    [[nodiscard]] const std::string& path() const noexcept { return path_; }
+    [[nodiscard]] const std::string& reason() const noexcept { return reason_; }
+
+private:
+    std::string path_;
+    std::string reason_;
+};
+
+/// The transport could not complete a request: `connection_failed` (could not connect, reset,
+/// disconnected mid-body; retryable), `timeout` (connect or idle timeout; retryable),
+/// `tls_error` (certificate or handshake failure; not retryable).
+class TransportError : public Error {
+public:
+    TransportError(std::string code, const std::string& message, bool retryable)
+        : Error(std::move(code), message, 503, retryable) {}
+};
+
+/// The operation was cancelled through its stop token or `cancel()`. Code `cancelled`,
+/// status 499, not retryable.
+class CancelledError : public Error {
+public:
+    explicit CancelledError(const std::string& message = "the operation was cancelled")
+        : Error("cancelled", message, 499, false) {}
+};
+
+/// A stream ended before its terminal event, or with a partial event. Code `stream_truncated`,
+/// status 502, retryable.
+class StreamTruncatedError : public Error {
+public:
+    explicit StreamTruncatedError(const std::string& message, ErrorOrigin origin = {})
+        : Error("stream_truncated", message, 502, true, std::move(origin)) {}
+};
+
+/// The provider rejected the credentials (401/403). Code `authentication_failed`, never retried.
+class AuthenticationError : public Error {
+public:
+    AuthenticationError(const std::string& message, int status, ErrorOrigin origin = {})
+        : Error("authentication_failed", message, status, false, std::move(origin)) {}
+};
+
+/// The provider rate-limited the request (429). Code `rate_limited`, retryable; `retry_after()`
+/// is the delay the provider asked for, when it gave one.
+class RateLimitError : public Error {
+public:
+    RateLimitError(const std::string& message, ErrorOrigin origin = {},
+                   std::optional<std::chrono::milliseconds> retry_after = std::nullopt)
+        : Error("rate_limited", message, 429, true, std::move(origin)), retry_after_(retry_after) {}
+    [[nodiscard]] std::optional<std::chrono::milliseconds> retry_after() const noexcept {
+        return retry_after_;
+    }
+
+private:
+    std::optional<std::chrono::milliseconds> retry_after_;
+};
+
+/// The request does not fit the model's context window. Code `context_length_exceeded`,
+/// status 400, not retryable.
+class ContextLimitError : public Error {
+public:
+    explicit ContextLimitError(const std::string& message, ErrorOrigin origin = {})
+        : Error("context_length_exceeded", message, 400, false, std::move(origin)) {}
+};
+
+/// The provider failed: 5xx (`provider_error`), 529 (`provider_overloaded`), a body that is not
+/// what the API documents (`invalid_provider_response`, status 502), or a request the provider
+/// refused as invalid (`invalid_request`, status 400).
+class ProviderError : public Error {
+public:
+    ProviderError(std::string code, const std::string& message, int status, bool retryable,
+                  ErrorOrigin origin = {})
+        : Error(std::move(code), message, status, retryable, std::move(origin)) {}
+};
+
+/// An option or feature the provider, model or library does not support, or an invalid option
+/// value. The code names the option (e.g. `invalid_max_tool_rounds`). Status 400.
+class ProviderCapabilityError : public Error {
+public:
+    ProviderCapabilityError(std::string code, const std::string& message, int status = 400)
+        : Error(std::move(code), message, status, false) {}
+};
+
+}  // namespace ullm
