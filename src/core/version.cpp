@@ -2,6 +2,8 @@
 
 namespace ullm {
 
-std::string_view version() noexcept { return ULLM_VERSION_STRING; }
+std::string_view version() noexcept {
+    return ULLM_VERSION_STRING;
+}
 
 }  // namespace ullm

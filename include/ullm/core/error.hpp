@@ -60,8 +60,8 @@ private:
 class InvalidMessageError : public Error {
 public:
     InvalidMessageError(std::string path, std::string constraint)
-        : Error("invalid_message", "at " + (path.empty() ? std::string("/") : path) + ": " + constraint,
-                400),
+        : Error("invalid_message",
+                "at " + (path.empty() ? std::string("/") : path) + ": " + constraint, 400),
           path_(std::move(path)),
           constraint_(std::move(constraint)) {}
     [[nodiscard]] const std::string& path() const noexcept { return path_; }
