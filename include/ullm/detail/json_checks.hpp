@@ -1,0 +1,51 @@
+#pragma once
+
+/// Internal helpers for fail-closed JSON parsing: JSON-pointer paths and safety checks.
+
+#include <ullm/core/json.hpp>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace ullm::detail {
+
+/// `path` extended by one reference token, escaped as RFC 6901 requires (`~` → `~0`,
+/// `/` → `~1`).
+inline std::string pointer_append(const std::string& path, std::string_view token) {
+    std::string out = path;
+    out.reserve(path.size() + token.size() + 1);
+    out.push_back('/');
+    for (const char c : token) {
+        if (c == '~') {
+            out += "~0";
+        } else if (c == '/') {
+            out += "~1";
+        } else {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+/// `path` extended by an array index.
+inline std::string pointer_append(const std::string& path, std::size_t index) {
+    return path + "/" + std::to_string(index);
+}
+
+/// The deepest nesting ullm accepts in values it parses or stores.
+inline constexpr std::size_t max_json_depth = 256;
+
+/// Where `value` breaks JSON safety (a non-finite number, or nesting deeper than `max_depth`),
+/// as a JSON pointer below `path` and the constraint; empty `constraint` when it is safe.
+struct JsonSafetyViolation {
+    std::string path;
+    std::string constraint;
+};
+
+/// Checks `value` for non-finite numbers and excessive depth. Iterative, so a hostile depth
+/// cannot overflow the stack.
+[[nodiscard]] JsonSafetyViolation check_json_safe(const json& value, const std::string& path,
+                                                  std::size_t max_depth = max_json_depth);
+
+}  // namespace ullm::detail
