@@ -1,0 +1,580 @@
+#include <ullm/http/curl_transport.hpp>
+
+#include <ullm/core/error.hpp>
+#include <ullm/detail/redact.hpp>
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+namespace ullm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void initialise_curl_once() {
+    static const CURLcode result = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (result != CURLE_OK) {
+        throw TransportError(
+            "transport_error",
+            std::string("libcurl could not be initialised: ") + curl_easy_strerror(result), false);
+    }
+}
+
+std::string lower_ascii(std::string text) {
+    for (auto& c : text) {
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return text;
+}
+
+std::string trim(std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) return {};
+    const auto last = text.find_last_not_of(" \t\r\n");
+    return std::string(text.substr(first, last - first + 1));
+}
+
+// What the consumer sees of a transfer once it ends in failure.
+struct Failure {
+    std::string code;
+    std::string message;
+    bool retryable = false;
+};
+
+Failure classify(CURLcode result, const char* detail) {
+    std::string message = curl_easy_strerror(result);
+    if (detail != nullptr && *detail != '\0') message += std::string(": ") + detail;
+    while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) {
+        message.pop_back();
+    }
+    switch (result) {
+        case CURLE_OPERATION_TIMEDOUT:
+            return {"timeout", message, true};
+        case CURLE_URL_MALFORMAT:
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return {"invalid_url", message, false};
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CIPHER:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_ISSUER_ERROR:
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        case CURLE_SSL_INVALIDCERTSTATUS:
+            return {"tls_error", message, false};
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_GOT_NOTHING:
+        case CURLE_PARTIAL_FILE:
+        case CURLE_HTTP2:
+        case CURLE_HTTP2_STREAM:
+        case CURLE_HTTP3:
+            return {"connection_failed", message, true};
+        default:
+            return {"connection_failed", message, false};
+    }
+}
+
+}  // namespace
+
+/// One request on the I/O thread. Fields marked (io) are touched only by the I/O thread;
+/// the rest are guarded by `mutex`.
+struct Transfer {
+    CURL* easy = nullptr;               // (io)
+    curl_slist* header_list = nullptr;  // (io)
+    std::string request_body;           // (io) must outlive the transfer
+    char error_buffer[CURL_ERROR_SIZE] = {};
+    bool streaming = false;
+    std::size_t buffer_limit = 0;  // stream: pause above this; send: fail above this
+    std::chrono::milliseconds idle_timeout{0};
+    std::vector<std::string> secrets;
+    Clock::time_point last_activity = Clock::now();  // (io)
+
+    std::mutex mutex;
+    std::condition_variable changed;
+    HttpResponseHead head;
+    bool head_ready = false;
+    std::string body;
+    bool paused = false;
+    bool done = false;
+    bool cancelled = false;
+    bool too_large = false;
+    std::optional<Failure> failure;
+
+    ~Transfer() {
+        if (header_list != nullptr) curl_slist_free_all(header_list);
+        if (easy != nullptr) curl_easy_cleanup(easy);
+    }
+};
+
+class CurlTransport::Engine : public std::enable_shared_from_this<CurlTransport::Engine> {
+public:
+    explicit Engine(CurlTransportOptions options) : options_(std::move(options)) {
+        initialise_curl_once();
+        if (options_.ca_bundle.empty()) {
+            for (const char* variable : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+                if (const char* value = std::getenv(variable); value != nullptr && *value != '\0') {
+                    options_.ca_bundle = value;
+                    break;
+                }
+            }
+        }
+        multi_ = curl_multi_init();
+        if (multi_ == nullptr) {
+            throw TransportError("transport_error", "curl_multi_init failed", false);
+        }
+        curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+        thread_ = std::thread([this] { run(); });
+    }
+
+    ~Engine() {
+        stop();
+        curl_multi_cleanup(multi_);
+    }
+
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Stops the I/O thread, failing every transfer still running. Idempotent.
+    void stop() {
+        {
+            std::lock_guard lock(commands_mutex_);
+            if (stopping_) return;
+            stopping_ = true;
+        }
+        curl_multi_wakeup(multi_);
+        if (thread_.joinable()) thread_.join();
+    }
+
+    std::shared_ptr<Transfer> start(const HttpRequest& request, bool streaming) {
+        auto transfer = std::make_shared<Transfer>();
+        transfer->streaming = streaming;
+        transfer->buffer_limit =
+            streaming ? options_.stream_buffer_bytes : options_.max_response_bytes;
+        transfer->idle_timeout = request.idle_timeout;
+        transfer->secrets = detail::request_secrets(request);
+        transfer->request_body = request.body;
+        configure(*transfer, request);
+        post({Command::add, transfer});
+        return transfer;
+    }
+
+    void cancel(const std::shared_ptr<Transfer>& transfer) {
+        {
+            std::lock_guard lock(transfer->mutex);
+            if (transfer->cancelled) return;
+            transfer->cancelled = true;
+        }
+        transfer->changed.notify_all();
+        post({Command::remove, transfer});
+    }
+
+    void resume(const std::shared_ptr<Transfer>& transfer) { post({Command::resume, transfer}); }
+
+    std::size_t active() const {
+        std::lock_guard lock(commands_mutex_);
+        return active_count_;
+    }
+
+private:
+    struct Command {
+        enum Kind { add, remove, resume } kind;
+        std::shared_ptr<Transfer> transfer;
+    };
+
+    void post(Command command) {
+        {
+            std::lock_guard lock(commands_mutex_);
+            if (stopping_) {
+                if (command.kind == Command::add) {
+                    finish(*command.transfer,
+                           Failure{"connection_failed", "the transport has been shut down", false});
+                }
+                return;
+            }
+            commands_.push_back(std::move(command));
+        }
+        curl_multi_wakeup(multi_);
+    }
+
+    void configure(Transfer& transfer, const HttpRequest& request) {
+        CURL* easy = curl_easy_init();
+        if (easy == nullptr)
+            throw TransportError("transport_error", "curl_easy_init failed", false);
+        transfer.easy = easy;
+        curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+        curl_easy_setopt(easy, CURLOPT_PRIVATE, &transfer);
+        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer.error_buffer);
+        curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+        curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                         static_cast<long>(request.connect_timeout.count()));
+        curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+        curl_easy_setopt(easy, CURLOPT_USERAGENT, options_.user_agent.c_str());
+        if (!transfer.streaming) curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, options_.insecure_skip_tls_verify ? 0L : 1L);
+        curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, options_.insecure_skip_tls_verify ? 0L : 2L);
+        if (!options_.ca_bundle.empty()) {
+            curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_bundle.c_str());
+        }
+        if (!options_.proxy.empty()) curl_easy_setopt(easy, CURLOPT_PROXY, options_.proxy.c_str());
+
+        const std::string method = request.method.empty() ? "POST" : request.method;
+        if (method == "GET") {
+            curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+        } else {
+            if (method != "POST") curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
+            if (method == "POST" || !transfer.request_body.empty()) {
+                curl_easy_setopt(easy, CURLOPT_POSTFIELDS, transfer.request_body.data());
+                curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                                 static_cast<curl_off_t>(transfer.request_body.size()));
+            }
+        }
+
+        bool has_expect = false;
+        for (const auto& [name, value] : request.headers) {
+            const std::string line = name + ": " + value;
+            curl_slist* next = curl_slist_append(transfer.header_list, line.c_str());
+            if (next == nullptr) throw TransportError("transport_error", "out of memory", false);
+            transfer.header_list = next;
+            has_expect = has_expect || lower_ascii(name) == "expect";
+        }
+        if (!has_expect) {
+            // A 100-continue round trip only delays requests to APIs that always accept.
+            transfer.header_list = curl_slist_append(transfer.header_list, "Expect:");
+        }
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, transfer.header_list);
+
+        curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Engine::on_header);
+        curl_easy_setopt(easy, CURLOPT_HEADERDATA, &transfer);
+        curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Engine::on_body);
+        curl_easy_setopt(easy, CURLOPT_WRITEDATA, &transfer);
+    }
+
+    static std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
+        auto& transfer = *static_cast<Transfer*>(user);
+        const std::size_t length = size * count;
+        const std::string_view line(data, length);
+        transfer.last_activity = Clock::now();
+        std::lock_guard lock(transfer.mutex);
+        if (line.rfind("HTTP/", 0) == 0) {
+            // A new status line: 1xx interim responses and proxies start a fresh header block.
+            transfer.head = {};
+            const auto space = line.find(' ');
+            if (space != std::string_view::npos) {
+                transfer.head.status = std::atoi(std::string(line.substr(space + 1, 3)).c_str());
+            }
+            return length;
+        }
+        const std::string text = trim(line);
+        if (text.empty()) {
+            if (transfer.head.status >= 200) {
+                transfer.head_ready = true;
+                transfer.changed.notify_all();
+            }
+            return length;
+        }
+        const auto colon = text.find(':');
+        if (colon != std::string::npos) {
+            transfer.head.headers.emplace_back(lower_ascii(text.substr(0, colon)),
+                                               trim(std::string_view(text).substr(colon + 1)));
+        }
+        return length;
+    }
+
+    static std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user) {
+        auto& transfer = *static_cast<Transfer*>(user);
+        const std::size_t length = size * count;
+        transfer.last_activity = Clock::now();
+        {
+            std::lock_guard lock(transfer.mutex);
+            if (transfer.streaming && transfer.body.size() >= transfer.buffer_limit) {
+                transfer.paused = true;
+                return CURL_WRITEFUNC_PAUSE;
+            }
+            if (!transfer.streaming && transfer.body.size() + length > transfer.buffer_limit) {
+                transfer.too_large = true;
+                return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+            }
+            transfer.body.append(data, length);
+            transfer.head_ready = true;
+        }
+        transfer.changed.notify_all();
+        return length;
+    }
+
+    void finish(Transfer& transfer, std::optional<Failure> failure) {
+        {
+            std::lock_guard lock(transfer.mutex);
+            if (transfer.done) return;
+            transfer.done = true;
+            transfer.head_ready = true;
+            if (failure) {
+                failure->message = detail::redact(failure->message, transfer.secrets);
+                transfer.failure = std::move(failure);
+            }
+        }
+        transfer.changed.notify_all();
+    }
+
+    void detach(const std::shared_ptr<Transfer>& transfer, std::optional<Failure> failure) {
+        if (active_.erase(transfer->easy) == 0) return;
+        curl_multi_remove_handle(multi_, transfer->easy);
+        finish(*transfer, std::move(failure));
+    }
+
+    void complete(CURL* easy, CURLcode result) {
+        const auto it = active_.find(easy);
+        if (it == active_.end()) return;
+        const auto transfer = it->second;
+        std::optional<Failure> failure;
+        if (result != CURLE_OK) {
+            if (transfer->too_large) {
+                failure = Failure{"response_too_large",
+                                  "the response body exceeded " +
+                                      std::to_string(transfer->buffer_limit) + " bytes",
+                                  false};
+            } else {
+                failure = classify(result, transfer->error_buffer);
+            }
+        }
+        detach(transfer, std::move(failure));
+    }
+
+    void apply(Command& command) {
+        const auto& transfer = command.transfer;
+        switch (command.kind) {
+            case Command::add:
+                if (transfer->cancelled) {
+                    finish(*transfer, std::nullopt);
+                    return;
+                }
+                transfer->last_activity = Clock::now();
+                if (const CURLMcode code = curl_multi_add_handle(multi_, transfer->easy);
+                    code != CURLM_OK) {
+                    finish(*transfer, Failure{"transport_error", curl_multi_strerror(code), false});
+                    return;
+                }
+                active_.emplace(transfer->easy, transfer);
+                return;
+            case Command::remove:
+                detach(transfer, std::nullopt);
+                return;
+            case Command::resume: {
+                {
+                    std::lock_guard lock(transfer->mutex);
+                    if (!transfer->paused) return;
+                    transfer->paused = false;
+                }
+                transfer->last_activity = Clock::now();
+                if (active_.count(transfer->easy) != 0)
+                    curl_easy_pause(transfer->easy, CURLPAUSE_CONT);
+                return;
+            }
+        }
+    }
+
+    // Aborts transfers that have been silent for longer than their idle timeout and returns
+    // how long the loop may sleep before the next deadline.
+    std::chrono::milliseconds enforce_idle_timeouts() {
+        const auto now = Clock::now();
+        std::chrono::milliseconds wait{1000};
+        std::vector<std::shared_ptr<Transfer>> expired;
+        for (const auto& [easy, transfer] : active_) {
+            if (transfer->idle_timeout.count() <= 0) continue;
+            bool paused = false;
+            {
+                std::lock_guard lock(transfer->mutex);
+                paused = transfer->paused;
+            }
+            if (paused) continue;  // the consumer is slow, not the server
+            const auto deadline = transfer->last_activity + transfer->idle_timeout;
+            if (deadline <= now) {
+                expired.push_back(transfer);
+            } else {
+                wait = std::min(
+                    wait, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                              std::chrono::milliseconds(1));
+            }
+        }
+        for (const auto& transfer : expired) {
+            detach(transfer, Failure{"timeout",
+                                     "no data received for " +
+                                         std::to_string(transfer->idle_timeout.count()) + " ms",
+                                     true});
+        }
+        return wait;
+    }
+
+    void run() {
+        for (;;) {
+            std::deque<Command> commands;
+            {
+                std::lock_guard lock(commands_mutex_);
+                if (stopping_) break;
+                commands.swap(commands_);
+            }
+            for (auto& command : commands) apply(command);
+
+            int running = 0;
+            curl_multi_perform(multi_, &running);
+            int queued = 0;
+            while (CURLMsg* message = curl_multi_info_read(multi_, &queued)) {
+                if (message->msg == CURLMSG_DONE)
+                    complete(message->easy_handle, message->data.result);
+            }
+            const auto wait = enforce_idle_timeouts();
+            {
+                std::lock_guard lock(commands_mutex_);
+                active_count_ = active_.size();
+                if (!commands_.empty() || stopping_) continue;
+            }
+            curl_multi_poll(multi_, nullptr, 0, static_cast<int>(wait.count()), nullptr);
+        }
+        // Shutting down: every transfer still running fails; queued ones never start.
+        std::deque<Command> leftover;
+        {
+            std::lock_guard lock(commands_mutex_);
+            leftover.swap(commands_);
+        }
+        for (auto& command : leftover) {
+            finish(*command.transfer,
+                   Failure{"connection_failed", "the transport has been shut down", false});
+        }
+        while (!active_.empty()) {
+            detach(active_.begin()->second,
+                   Failure{"connection_failed", "the transport has been shut down", false});
+        }
+    }
+
+    CurlTransportOptions options_;
+    CURLM* multi_ = nullptr;
+    std::unordered_map<CURL*, std::shared_ptr<Transfer>> active_;  // (io)
+
+    mutable std::mutex commands_mutex_;
+    std::deque<Command> commands_;
+    bool stopping_ = false;
+    std::size_t active_count_ = 0;
+    std::thread thread_;
+};
+
+namespace {
+
+[[noreturn]] void throw_failure(const Failure& failure) {
+    throw TransportError(failure.code, failure.message, failure.retryable);
+}
+
+// Registers `on_stop` for the lifetime of a wait; the callback cancels the transfer.
+class CurlStream final : public HttpStream {
+public:
+    CurlStream(std::shared_ptr<CurlTransport::Engine> engine, std::shared_ptr<Transfer> transfer,
+               std::stop_token stop)
+        : engine_(std::move(engine)),
+          transfer_(std::move(transfer)),
+          on_stop_(std::move(stop), [this] { cancel(); }) {}
+
+    ~CurlStream() override { cancel(); }
+
+    CurlStream(const CurlStream&) = delete;
+    CurlStream& operator=(const CurlStream&) = delete;
+
+    const HttpResponseHead& head() override {
+        std::unique_lock lock(transfer_->mutex);
+        transfer_->changed.wait(
+            lock, [&] { return transfer_->head_ready || transfer_->done || transfer_->cancelled; });
+        if (transfer_->cancelled) throw CancelledError("the request was cancelled");
+        if (transfer_->head.status == 0) {
+            // No response at all: the failure (or an empty reply) is all there is to report.
+            if (transfer_->failure) throw_failure(*transfer_->failure);
+            throw TransportError("connection_failed", "the server sent no response", true);
+        }
+        return transfer_->head;
+    }
+
+    bool read(std::string& out) override {
+        out.clear();
+        bool resume = false;
+        {
+            std::unique_lock lock(transfer_->mutex);
+            transfer_->changed.wait(lock, [&] {
+                return !transfer_->body.empty() || transfer_->done || transfer_->cancelled;
+            });
+            if (transfer_->cancelled) throw CancelledError("the stream was cancelled");
+            if (!transfer_->body.empty()) {
+                out.swap(transfer_->body);
+                resume = transfer_->paused;
+            } else if (transfer_->failure) {
+                throw_failure(*transfer_->failure);
+            } else {
+                return false;
+            }
+        }
+        if (resume) engine_->resume(transfer_);
+        return true;
+    }
+
+    void cancel() noexcept override {
+        try {
+            engine_->cancel(transfer_);
+        } catch (...) {
+            // Cancelling must never throw; at worst the transfer finishes on its own.
+        }
+    }
+
+private:
+    std::shared_ptr<CurlTransport::Engine> engine_;
+    std::shared_ptr<Transfer> transfer_;
+    std::stop_callback<std::function<void()>> on_stop_;
+};
+
+}  // namespace
+
+CurlTransport::CurlTransport(CurlTransportOptions options)
+    : engine_(std::make_shared<Engine>(std::move(options))) {}
+
+CurlTransport::~CurlTransport() {
+    engine_->stop();
+}
+
+HttpResponse CurlTransport::send(const HttpRequest& request, std::stop_token stop) {
+    if (stop.stop_requested()) throw CancelledError("the request was cancelled");
+    const auto transfer = engine_->start(request, false);
+    std::stop_callback on_stop(stop, [&] { engine_->cancel(transfer); });
+    std::unique_lock lock(transfer->mutex);
+    transfer->changed.wait(lock, [&] { return transfer->done || transfer->cancelled; });
+    if (transfer->cancelled) throw CancelledError("the request was cancelled");
+    if (transfer->failure) throw_failure(*transfer->failure);
+    HttpResponse response;
+    static_cast<HttpResponseHead&>(response) = std::move(transfer->head);
+    response.body = std::move(transfer->body);
+    return response;
+}
+
+std::unique_ptr<HttpStream> CurlTransport::open_stream(const HttpRequest& request,
+                                                       std::stop_token stop) {
+    if (stop.stop_requested()) throw CancelledError("the request was cancelled");
+    auto transfer = engine_->start(request, true);
+    return std::make_unique<CurlStream>(engine_, std::move(transfer), std::move(stop));
+}
+
+std::size_t CurlTransport::active_transfers() const {
+    return engine_->active();
+}
+
+}  // namespace ullm
