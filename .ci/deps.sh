@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs the Debian 12 packages ullm needs to build and test, when any is missing.
+set -eu
+packages="g++ cmake ninja-build pkgconf git ca-certificates nlohmann-json3-dev libcurl4-openssl-dev
+libfmt-dev catch2 libsqlite3-dev clang-format"
+missing=""
+for package in $packages; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $package"
+    fi
+done
+if [ -n "$missing" ]; then
+    echo "ullm: installing$missing"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    # shellcheck disable=SC2086
+    $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi

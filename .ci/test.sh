@@ -1,0 +1,27 @@
+#!/bin/sh
+# The whole test suite, as CI runs it: formatting, a -Werror build with every test (unit,
+# integration, header self-containment, packaging), then the suite again under ASan+UBSan.
+set -eu
+cd "$(dirname "$0")/.."
+sh .ci/deps.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== formatting (clang-format)"
+files=$(git ls-files '*.hpp' '*.cpp' 2>/dev/null || find include src tests examples -name '*.[ch]pp')
+# shellcheck disable=SC2086
+clang-format --dry-run --Werror $files
+
+echo "== build (warnings are errors)"
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Debug -DULLM_WERROR=ON >/dev/null
+cmake --build build/ci -j "$jobs"
+echo "== tests"
+ctest --test-dir build/ci --output-on-failure -j "$jobs"
+
+echo "== tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DULLM_WERROR=ON \
+    -DULLM_SANITIZE=address,undefined -DULLM_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --build build/asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/asan --output-on-failure -j "$jobs"
+
+echo "== all tests passed"

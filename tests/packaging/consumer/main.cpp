@@ -1,0 +1,14 @@
+// A tiny program that uses ullm the way an application would: it must compile, link (libcurl
+// included) and run through each way of consuming the package.
+#include <ullm/core/message.hpp>
+#include <ullm/http/curl_transport.hpp>
+#include <ullm/version.hpp>
+
+#include <cstdio>
+
+int main() {
+    const auto message = ullm::parse_message(ullm::message_to_json(ullm::Message::user("hi")));
+    ullm::CurlTransport transport;
+    std::printf("ullm %s: %s\n", std::string(ullm::version()).c_str(), message.text().c_str());
+    return message.text() == "hi" ? 0 : 1;
+}
