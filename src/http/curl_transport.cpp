@@ -319,6 +319,11 @@ private:
         return length;
     }
 
+    void publish_active_count() {
+        std::lock_guard lock(commands_mutex_);
+        active_count_ = active_.size();
+    }
+
     void finish(Transfer& transfer, std::optional<Failure> failure) {
         {
             std::lock_guard lock(transfer.mutex);
@@ -335,6 +340,7 @@ private:
 
     void detach(const std::shared_ptr<Transfer>& transfer, std::optional<Failure> failure) {
         if (active_.erase(transfer->easy) == 0) return;
+        publish_active_count();
         curl_multi_remove_handle(multi_, transfer->easy);
         finish(*transfer, std::move(failure));
     }
@@ -372,6 +378,7 @@ private:
                     return;
                 }
                 active_.emplace(transfer->easy, transfer);
+                publish_active_count();
                 return;
             case Command::remove:
                 detach(transfer, std::nullopt);
@@ -442,7 +449,6 @@ private:
             const auto wait = enforce_idle_timeouts();
             {
                 std::lock_guard lock(commands_mutex_);
-                active_count_ = active_.size();
                 if (!commands_.empty() || stopping_) continue;
             }
             curl_multi_poll(multi_, nullptr, 0, static_cast<int>(wait.count()), nullptr);

@@ -1,0 +1,338 @@
+#include <ullm/core/error.hpp>
+#include <ullm/http/curl_transport.hpp>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/test_server.hpp"
+
+using namespace std::chrono_literals;
+using ullm::test::ScriptedResponse;
+using ullm::test::TestServer;
+
+namespace {
+
+ullm::HttpRequest post(const TestServer& server, std::string path, std::string body = "{}") {
+    ullm::HttpRequest request;
+    request.url = server.base_url() + path;
+    request.headers = {{"Content-Type", "application/json"}};
+    request.body = std::move(body);
+    return request;
+}
+
+std::string read_all(ullm::HttpStream& stream, std::size_t* reads = nullptr) {
+    std::string all;
+    std::string chunk;
+    while (stream.read(chunk)) {
+        all += chunk;
+        if (reads != nullptr) ++*reads;
+    }
+    return all;
+}
+
+template <class Error, class F>
+Error capture(F&& f) {
+    try {
+        f();
+    } catch (const Error& error) {
+        return error;
+    }
+    FAIL("no exception was thrown");
+    throw std::logic_error("unreachable");
+}
+
+std::string numbered_events(int count) {
+    std::string wire;
+    for (int i = 0; i < count; ++i) wire += "data: {\"n\":" + std::to_string(i) + "}\n\n";
+    return wire;
+}
+
+}  // namespace
+
+TEST_CASE("send returns the status, headers and body, and the server sees the request",
+          "[transport]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(200, R"({"ok":true})", {{"X-Request-Id", "req_42"}}));
+    ullm::CurlTransport transport({.user_agent = "ullm-test/1"});
+    auto request = post(server, "/v1/chat/completions?x=1", R"({"model":"m"})");
+    request.headers.emplace_back("Authorization", "Bearer sk-test");
+
+    const auto response = transport.send(request);
+
+    CHECK(response.status == 200);
+    CHECK(response.body == R"({"ok":true})");
+    CHECK(response.header("x-request-id") == "req_42");
+    CHECK(response.header("Content-Type") == "application/json");
+    REQUIRE(server.request_count() == 1);
+    const auto seen = server.requests().front();
+    CHECK(seen.method == "POST");
+    CHECK(seen.target == "/v1/chat/completions?x=1");
+    CHECK(seen.body == R"({"model":"m"})");
+    CHECK(seen.header("authorization") == "Bearer sk-test");
+    CHECK(seen.header("content-type") == "application/json");
+    CHECK(seen.header("user-agent") == "ullm-test/1");
+    CHECK_FALSE(seen.has_header("expect"));
+}
+
+TEST_CASE("a failed response keeps its status, headers and body for the error", "[transport]") {
+    TestServer server;
+    const std::string body = R"({"error":{"message":"Rate limit reached","type":"requests"}})";
+    server.enqueue(ScriptedResponse::json(429, body, {{"Retry-After", "2"}}));
+    ullm::CurlTransport transport;
+
+    const auto response = transport.send(post(server, "/v1/x"));
+
+    CHECK(response.status == 429);
+    CHECK(response.body == body);
+    CHECK(response.header("retry-after") == "2");
+}
+
+TEST_CASE("GET and other methods are sent as asked", "[transport]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(200, "[]"));
+    server.enqueue(ScriptedResponse::json(204, ""));
+    ullm::CurlTransport transport;
+    auto get = post(server, "/v1/models", "");
+    get.method = "GET";
+    CHECK(transport.send(get).status == 200);
+    auto remove = post(server, "/v1/files/1", "");
+    remove.method = "DELETE";
+    CHECK(transport.send(remove).status == 204);
+    const auto seen = server.requests();
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[0].method == "GET");
+    CHECK(seen[0].body.empty());
+    CHECK(seen[1].method == "DELETE");
+}
+
+TEST_CASE("requests of one transport reuse one connection", "[transport]") {
+    TestServer server;
+    ullm::CurlTransport transport;
+    for (int i = 0; i < 5; ++i) {
+        server.enqueue(ScriptedResponse::json(200, "{}"));
+        CHECK(transport.send(post(server, "/v1/x")).status == 200);
+    }
+    CHECK(server.connections_accepted() == 1);
+}
+
+TEST_CASE("a large request body is sent whole without waiting for 100-continue", "[transport]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(200, "{}"));
+    ullm::CurlTransport transport;
+    const std::string body(3 << 20, 'x');
+    const auto started = std::chrono::steady_clock::now();
+    CHECK(transport.send(post(server, "/v1/x", body)).status == 200);
+    CHECK(std::chrono::steady_clock::now() - started < 900ms);  // curl's 100-continue wait is 1 s
+    CHECK(server.requests().front().body == body);
+}
+
+TEST_CASE("a stream delivers its body incrementally and completely", "[transport]") {
+    TestServer server;
+    const std::string wire = numbered_events(20);
+    server.enqueue(ScriptedResponse::sse(wire, 17, 5ms));
+    ullm::CurlTransport transport;
+
+    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    CHECK(stream->head().status == 200);
+    CHECK(stream->head().header("content-type") == "text/event-stream");
+    std::size_t reads = 0;
+    CHECK(read_all(*stream, &reads) == wire);
+    CHECK(reads > 1);
+}
+
+TEST_CASE("a stream with an error status exposes it before the body", "[transport]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(
+        529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"));
+    ullm::CurlTransport transport;
+    auto stream = transport.open_stream(post(server, "/v1/messages"));
+    CHECK(stream->head().status == 529);
+    CHECK(read_all(*stream).find("overloaded_error") != std::string::npos);
+}
+
+TEST_CASE("cancelling a silent stream aborts it promptly", "[transport]") {
+    TestServer server;
+    server.enqueue(
+        {.status = 200, .headers = {{"Content-Type", "text/event-stream"}}, .stall = true});
+    ullm::CurlTransport transport;
+    std::stop_source stop;
+    auto stream = transport.open_stream(post(server, "/v1/stream"), stop.get_token());
+    CHECK(stream->head().status == 200);
+
+    std::chrono::steady_clock::time_point stopped_at;
+    std::thread canceller([&] {
+        std::this_thread::sleep_for(50ms);
+        stopped_at = std::chrono::steady_clock::now();
+        stop.request_stop();
+    });
+    std::string chunk;
+    const auto error = capture<ullm::CancelledError>([&] { (void)stream->read(chunk); });
+    const auto latency = std::chrono::steady_clock::now() - stopped_at;
+    canceller.join();
+
+    CHECK(error.code() == "cancelled");
+    CHECK(latency < 100ms);
+    CHECK(server.wait_for_client_aborts(1, 2s));
+    CHECK(transport.active_transfers() == 0);
+}
+
+TEST_CASE("cancel() from another thread unblocks a waiting reader", "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .delay_before_headers = 10s});
+    ullm::CurlTransport transport;
+    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    auto waiting = std::async(std::launch::async, [&] { return stream->head().status; });
+    std::this_thread::sleep_for(30ms);
+    stream->cancel();
+    CHECK(waiting.wait_for(2s) == std::future_status::ready);
+    CHECK_THROWS_AS(waiting.get(), ullm::CancelledError);
+    CHECK(server.wait_for_client_aborts(1, 2s));
+}
+
+TEST_CASE("a blocking send is cancelled through its stop token", "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .body = "{}", .delay_before_headers = 10s});
+    ullm::CurlTransport transport;
+    std::stop_source stop;
+    auto pending = std::async(std::launch::async, [&] {
+        return transport.send(post(server, "/v1/x"), stop.get_token());
+    });
+    REQUIRE(server.wait_for_requests(1, 2s));
+    stop.request_stop();
+    CHECK(pending.wait_for(2s) == std::future_status::ready);
+    CHECK_THROWS_AS(pending.get(), ullm::CancelledError);
+
+    std::stop_source already;
+    already.request_stop();
+    CHECK_THROWS_AS(transport.send(post(server, "/v1/x"), already.get_token()),
+                    ullm::CancelledError);
+}
+
+TEST_CASE("a stream that goes silent fails with an idle timeout", "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .chunks = {"data: first\n\n"}, .stall = true});
+    ullm::CurlTransport transport;
+    auto request = post(server, "/v1/stream");
+    request.idle_timeout = 200ms;
+    auto stream = transport.open_stream(request);
+    std::string chunk;
+    REQUIRE(stream->read(chunk));
+    CHECK(chunk == "data: first\n\n");
+    const auto error = capture<ullm::TransportError>([&] { (void)stream->read(chunk); });
+    CHECK(error.code() == "timeout");
+    CHECK(error.retryable());
+}
+
+TEST_CASE("slow but steady streams are not idle", "[transport]") {
+    TestServer server;
+    const std::string wire = numbered_events(8);
+    server.enqueue(ScriptedResponse::sse(wire, 10, 40ms));
+    ullm::CurlTransport transport;
+    auto request = post(server, "/v1/stream");
+    request.idle_timeout = 300ms;  // far below the whole stream's duration, above each gap
+    auto stream = transport.open_stream(request);
+    CHECK(read_all(*stream) == wire);
+}
+
+TEST_CASE("a disconnect mid-stream yields the bytes received, then a connection error",
+          "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .chunks = {"data: a\n\n", "data: b\n\n"}, .disconnect = true});
+    ullm::CurlTransport transport;
+    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    std::string received;
+    std::string chunk;
+    const auto error = capture<ullm::TransportError>([&] {
+        while (stream->read(chunk)) received += chunk;
+    });
+    CHECK(received == "data: a\n\ndata: b\n\n");
+    CHECK(error.code() == "connection_failed");
+    CHECK(error.retryable());
+}
+
+TEST_CASE("an unreachable server is a retryable connection failure", "[transport]") {
+    std::string url;
+    {
+        TestServer closed;
+        url = closed.base_url() + "/v1/x?key=AIzaSECRETKEY";
+    }
+    ullm::CurlTransport transport;
+    ullm::HttpRequest request;
+    request.url = url;
+    request.headers = {{"x-goog-api-key", "AIzaSECRETKEY"}};
+    const auto error = capture<ullm::TransportError>([&] { (void)transport.send(request); });
+    CHECK(error.code() == "connection_failed");
+    CHECK(error.retryable());
+    CHECK(std::string(error.what()).find("AIzaSECRETKEY") == std::string::npos);
+}
+
+TEST_CASE("a malformed URL is rejected as such", "[transport]") {
+    ullm::CurlTransport transport;
+    ullm::HttpRequest request;
+    request.url = "notascheme://x";
+    const auto error = capture<ullm::TransportError>([&] { (void)transport.send(request); });
+    CHECK(error.code() == "invalid_url");
+    CHECK_FALSE(error.retryable());
+}
+
+TEST_CASE("a response larger than the limit fails clearly", "[transport]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(200, std::string(64 * 1024, 'x')));
+    ullm::CurlTransport transport({.max_response_bytes = 1024});
+    const auto error =
+        capture<ullm::TransportError>([&] { (void)transport.send(post(server, "/x")); });
+    CHECK(error.code() == "response_too_large");
+}
+
+TEST_CASE("a slow consumer applies back-pressure without losing bytes", "[transport]") {
+    TestServer server;
+    std::string wire;
+    for (int i = 0; i < 2000; ++i)
+        wire += "data: " + std::string(100, static_cast<char>('a' + i % 26)) + "\n\n";
+    server.enqueue(ScriptedResponse::sse(wire, 4096));
+    ullm::CurlTransport transport({.stream_buffer_bytes = 1024});
+    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    std::string received;
+    std::string chunk;
+    while (stream->read(chunk)) {
+        received += chunk;
+        if (received.size() < 20000) std::this_thread::sleep_for(1ms);
+    }
+    CHECK(received == wire);
+}
+
+TEST_CASE("many concurrent streams share one transport", "[transport]") {
+    TestServer server;
+    constexpr int stream_count = 64;
+    const std::string wire = numbered_events(10);
+    server.set_handler(
+        [&](const ullm::test::RecordedRequest&) { return ScriptedResponse::sse(wire, 13, 2ms); });
+    ullm::CurlTransport transport;
+    std::vector<std::unique_ptr<ullm::HttpStream>> streams;
+    for (int i = 0; i < stream_count; ++i) {
+        streams.push_back(transport.open_stream(post(server, "/v1/stream")));
+    }
+    // One consumer thread reads all of them in turn: no thread per stream anywhere in ullm.
+    int complete = 0;
+    for (auto& stream : streams) complete += read_all(*stream) == wire ? 1 : 0;
+    CHECK(complete == stream_count);
+}
+
+TEST_CASE("a stream that outlives its transport fails instead of hanging", "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .chunks = {"data: a\n\n"}, .stall = true});
+    std::unique_ptr<ullm::HttpStream> stream;
+    {
+        ullm::CurlTransport transport;
+        stream = transport.open_stream(post(server, "/v1/stream"));
+        std::string chunk;
+        REQUIRE(stream->read(chunk));
+    }
+    std::string chunk;
+    const auto error = capture<ullm::TransportError>([&] { (void)stream->read(chunk); });
+    CHECK(error.code() == "connection_failed");
+}
