@@ -248,8 +248,10 @@ Part parse_part(const json& value, const std::string& path) {
         fields.only({"type", "id", "name", "arguments"});
         ToolCallPart part{fields.string("id", true, true), fields.string("name", true, true),
                           fields.value("arguments", true)};
-        if (!part.arguments.is_object()) {
-            throw InvalidMessageError(fields.at("arguments"), "must be a JSON object");
+        if (!part.arguments.is_object() && !part.arguments.is_string()) {
+            throw InvalidMessageError(fields.at("arguments"),
+                                      "must be a JSON object (or the raw text of arguments that "
+                                      "did not parse)");
         }
         return part;
     }

@@ -106,7 +106,7 @@ TEST_CASE("part fields are checked against their constraints", "[message]") {
               {{"type", "tool_call"}, {"id", ""}, {"name", "n"}, {"arguments", json::object()}})) ==
           "/parts/0/id");
     CHECK(failing_path(in_assistant(
-              {{"type", "tool_call"}, {"id", "c"}, {"name", "n"}, {"arguments", "{}"}})) ==
+              {{"type", "tool_call"}, {"id", "c"}, {"name", "n"}, {"arguments", 42}})) ==
           "/parts/0/arguments");
     CHECK(failing_path(in_user({{"type", "image"}})) == "/parts/0/url");
     CHECK(failing_path(in_user({{"type", "image"}, {"url", "u"}, {"data", "d"}})) ==

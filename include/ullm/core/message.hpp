@@ -43,7 +43,9 @@ struct DocumentPart {
     friend bool operator==(const DocumentPart&, const DocumentPart&) = default;
 };
 
-/// A tool call the model asked for. `arguments` is the parsed JSON object.
+/// A tool call the model asked for. `arguments` is the parsed JSON object; when the model
+/// produced text that is not a JSON object, it is kept verbatim as a JSON string so that the
+/// tool loop can tell the model what was wrong.
 struct ToolCallPart {
     std::string id;
     std::string name;
