@@ -107,8 +107,9 @@ FinishReason map_finish(std::string_view reason) {
     return FinishReason::stop;
 }
 
-// Usage in Chat Completions and in the dialects of compatible servers.
-Usage decode_usage(const json& usage) {
+// Usage in Chat Completions and in the dialects of compatible servers. `reasoning_apart`:
+// the server counts reasoning outside completion_tokens (xAI), so output adds it back.
+Usage decode_usage(const json& usage, bool reasoning_apart) {
     Usage out;
     if (!usage.is_object()) return out;
     out.input_tokens = count_field(usage, "prompt_tokens");
@@ -126,6 +127,11 @@ Usage decode_usage(const json& usage) {
     if (const auto details = usage.find("completion_tokens_details");
         details != usage.end() && details->is_object()) {
         out.reasoning_tokens = count_field(*details, "reasoning_tokens");
+    }
+    // Canonical output includes reasoning. A reasoning count above the completion count can
+    // only mean the server left reasoning out of it.
+    if (reasoning_apart || out.reasoning_tokens > out.output_tokens) {
+        out.output_tokens += out.reasoning_tokens;
     }
     return out;
 }
@@ -221,7 +227,9 @@ struct PendingCall {
 class ChatStreamDecoder final : public StreamDecoder {
 public:
     ChatStreamDecoder(std::string provider, std::string model)
-        : provider_(std::move(provider)), model_(std::move(model)) {}
+        : provider_(std::move(provider)),
+          model_(std::move(model)),
+          reasoning_apart_(provider_ == "xai") {}
 
     void feed(std::string_view bytes, std::vector<StreamEvent>& out) override {
         parser_.feed(bytes, [&](SseEvent&& event) { on_event(event, out); });
@@ -265,7 +273,7 @@ private:
         }
         // Usage arrives on its own chunk (with `choices` empty or null) or, for some
         // servers, on the last content chunk; Groq also nests it under `x_groq`.
-        const json* usage = nullptr;
+        const json* usage = choice_usage_.is_object() ? &choice_usage_ : nullptr;
         if (const auto it = chunk.find("usage"); it != chunk.end() && it->is_object()) {
             usage = &*it;
         } else if (const auto groq = chunk.find("x_groq");
@@ -275,7 +283,8 @@ private:
             }
         }
         if (usage != nullptr) {
-            builder_.usage() = decode_usage(*usage);
+            builder_.usage() = decode_usage(*usage, reasoning_apart_);
+            choice_usage_ = nullptr;
             StreamEvent update;
             update.type = StreamEvent::Type::usage_update;
             update.usage = builder_.usage();
@@ -306,6 +315,9 @@ private:
                 calls != delta->end() && calls->is_array()) {
                 for (const auto& call : *calls) on_tool_call(call, out);
             }
+        }
+        if (const auto usage = choice.find("usage"); usage != choice.end() && usage->is_object()) {
+            choice_usage_ = *usage;  // Moonshot reports usage inside the final choice
         }
         if (const auto reason = choice.find("finish_reason");
             reason != choice.end() && reason->is_string()) {
@@ -370,11 +382,13 @@ private:
 
     std::string provider_;
     std::string model_;
+    bool reasoning_apart_;
     SseParser parser_;
     detail::ResponseBuilder builder_;
     detail::VisibleEvents visible_;
     std::map<std::int64_t, PendingCall> calls_;
     std::string response_id_;
+    json choice_usage_;
     bool done_seen_ = false;
     bool finished_ = false;
 };
@@ -542,10 +556,11 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
     }
     const std::string finish = string_field(choice, "finish_reason");
     builder.set_finish(map_finish(finish), finish);
-    builder.usage() = decode_usage(body.value("usage", json::object()));
+    const bool reasoning_apart = options_.provider_name == "xai";
+    builder.usage() = decode_usage(body.value("usage", json::object()), reasoning_apart);
     if (builder.usage().input_tokens == 0) {
         if (const auto groq = body.find("x_groq"); groq != body.end() && groq->is_object()) {
-            builder.usage() = decode_usage(groq->value("usage", json::object()));
+            builder.usage() = decode_usage(groq->value("usage", json::object()), reasoning_apart);
         }
     }
     builder.set_model(string_field(body, "model"));
