@@ -236,7 +236,7 @@ TEST_CASE("curated Chat Completions bodies decode exactly", "[openai_chat][confo
          ullm::FinishReason::stop,
          20,
          30,
-         0,
+         10,
          22,
          true},
         // xAI counts reasoning outside completion_tokens; canonical output includes it.
