@@ -76,7 +76,7 @@ public:
     /// not blank, then resets the splitter for a new stream. NDJSON allows the last value to
     /// lack its newline, so the caller should treat the returned text as one more value when it
     /// parses as complete JSON (an object cut short never does), and as a truncated stream
-    /// otherwise. Never throws.
+    /// otherwise. Throws only `std::bad_alloc`.
     [[nodiscard]] std::optional<std::string> finish() {
         std::string line = take_line();
         started_ = false;
@@ -121,10 +121,10 @@ private:
 
     void append_partial(std::string_view bytes) {
         if (bytes.size() > max_line_bytes_ - line_.size()) {
-            throw ProviderError("invalid_provider_response",
-                                "NDJSON line longer than " + std::to_string(max_line_bytes_) +
-                                    " bytes",
-                                502, false);
+            throw ProviderError(
+                "invalid_provider_response",
+                "NDJSON line longer than " + std::to_string(max_line_bytes_) + " bytes", 502,
+                false);
         }
         line_.append(bytes);
     }
@@ -213,11 +213,11 @@ public:
 
 private:
     enum class State {
-        before_array,           // expecting an optional BOM, whitespace, then '['
-        first_element_or_end,   // after '[': an element or ']'
-        element_required,       // after ',': an element
-        after_element,          // ',' or ']'
-        done,                   // after the closing ']': only whitespace
+        before_array,          // expecting an optional BOM, whitespace, then '['
+        first_element_or_end,  // after '[': an element or ']'
+        element_required,      // after ',': an element
+        after_element,         // ',' or ']'
+        done,                  // after the closing ']': only whitespace
     };
     enum class Kind { container, string, scalar };
 
@@ -238,8 +238,8 @@ private:
     /// returns the element's first index (so the caller records it) without consuming it.
     std::size_t step_between_elements(std::string_view chunk, std::size_t i) {
         const char c = chunk[i];
-        if (state_ == State::before_array && bom_seen_ < bom.size() &&
-            c == bom[bom_seen_] && (bom_seen_ > 0 || !saw_space_)) {
+        if (state_ == State::before_array && bom_seen_ < bom.size() && c == bom[bom_seen_] &&
+            (bom_seen_ > 0 || !saw_space_)) {
             ++bom_seen_;
             return i + 1;
         }
@@ -311,19 +311,33 @@ private:
             }
             return std::string_view::npos;
         }
+        constexpr std::size_t npos = std::string_view::npos;
+        std::size_t next_quote = npos;  // while in a string: the next '"' at or after i, or n
         for (; i < n; ++i) {
-            const char c = p[i];
             if (in_string_) {
                 if (escaped_) {
                     escaped_ = false;
-                } else if (c == '\\') {
-                    escaped_ = true;
-                } else if (c == '"') {
-                    in_string_ = false;
-                    if (closers_.empty()) return i + 1;  // a top-level string element
+                    continue;
                 }
+                // Most bytes are string contents: jump to the next quote or backslash. The
+                // quote found is remembered until passed, so many escapes stay linear.
+                if (next_quote == npos || next_quote < i) {
+                    const void* quote = std::memchr(p + i, '"', n - i);
+                    next_quote = quote == nullptr ? n : offset_of(quote, p);
+                }
+                const void* backslash = std::memchr(p + i, '\\', next_quote - i);
+                if (backslash != nullptr) {
+                    i = offset_of(backslash, p);
+                    escaped_ = true;
+                    continue;
+                }
+                i = next_quote;
+                if (i == n) return npos;
+                in_string_ = false;
+                if (closers_.empty()) return i + 1;  // a top-level string element
                 continue;
             }
+            const char c = p[i];
             switch (c) {
                 case '"':
                     in_string_ = true;
@@ -349,6 +363,10 @@ private:
         return std::string_view::npos;
     }
 
+    static std::size_t offset_of(const void* hit, const char* base) noexcept {
+        return static_cast<std::size_t>(static_cast<const char*>(hit) - base);
+    }
+
     void append_element(std::string_view bytes) {
         if (bytes.size() > max_element_bytes_ - element_.size()) {
             throw ProviderError("invalid_provider_response",
@@ -368,8 +386,8 @@ private:
     static constexpr std::string_view bom{"\xEF\xBB\xBF"};
 
     std::size_t max_element_bytes_;
-    std::string element_;   // bytes of the current element from earlier chunks
-    std::string closers_;   // the closing brackets the current element still needs
+    std::string element_;  // bytes of the current element from earlier chunks
+    std::string closers_;  // the closing brackets the current element still needs
     State state_ = State::before_array;
     Kind kind_ = Kind::container;
     std::size_t bom_seen_ = 0;

@@ -28,6 +28,7 @@ struct SseEvent {
     /// The value of a valid `retry:` field that appeared in this event's block, if any.
     std::optional<std::int64_t> retry_ms;
 
+    /// Member-wise equality.
     friend bool operator==(const SseEvent&, const SseEvent&) = default;
 };
 
@@ -41,6 +42,7 @@ struct SseStreamEnd {
     /// Whether the stream ended exactly at an event boundary.
     [[nodiscard]] bool clean() const noexcept { return !partial_line && !partial_event; }
 
+    /// Member-wise equality.
     friend bool operator==(const SseStreamEnd&, const SseStreamEnd&) = default;
 };
 
@@ -59,7 +61,7 @@ inline constexpr std::size_t sse_default_max_event_bytes = std::size_t{64} << 20
 /// seen. Bytes are passed through unchanged (no UTF-8 validation or replacement).
 ///
 /// Work is linear in the input whatever the chunking: only the current unterminated line is
-/// buffered, and each byte is scanned once.
+/// buffered, and each byte is examined a bounded number of times.
 ///
 /// Owns its buffers; not thread-safe (one parser per stream, used by one thread at a time).
 /// Copyable and movable.
@@ -121,8 +123,8 @@ public:
     /// `StreamTruncatedError` when the result is not `clean()` or no terminal event arrived).
     /// The last event id and reconnection time are kept, so the parser can then be fed a
     /// reconnected stream, which may start with its own BOM; the new stream's events keep the
-    /// previous id until it sends a new one. Never throws.
-    [[nodiscard]] SseStreamEnd finish() noexcept {
+    /// previous id until it sends a new one. Throws only `std::bad_alloc`.
+    [[nodiscard]] SseStreamEnd finish() {
         const SseStreamEnd end{has_partial_line(), has_partial_event()};
         line_.clear();
         data_.clear();
@@ -178,9 +180,9 @@ private:
         static std::size_t find(std::string_view text, char c, std::size_t from) noexcept {
             if (from >= text.size()) return std::string_view::npos;
             const void* hit = std::memchr(text.data() + from, c, text.size() - from);
-            return hit == nullptr ? std::string_view::npos
-                                  : static_cast<std::size_t>(static_cast<const char*>(hit) -
-                                                             text.data());
+            return hit == nullptr
+                       ? std::string_view::npos
+                       : static_cast<std::size_t>(static_cast<const char*>(hit) - text.data());
         }
 
         std::string_view text_;
@@ -189,10 +191,10 @@ private:
     };
 
     [[noreturn]] void too_large() const {
-        throw ProviderError("invalid_provider_response",
-                            "server-sent event larger than " + std::to_string(max_event_bytes_) +
-                                " bytes",
-                            502, false);
+        throw ProviderError(
+            "invalid_provider_response",
+            "server-sent event larger than " + std::to_string(max_event_bytes_) + " bytes", 502,
+            false);
     }
 
     void append_partial(std::string_view bytes) {
