@@ -1,0 +1,122 @@
+#include <ullm/tools/tool.hpp>
+
+#include <ullm/tools/validator.hpp>
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+
+namespace ullm {
+
+namespace {
+
+constexpr std::size_t max_tool_name_length = 64;
+
+// The name as it can safely appear in a message: escaped, quoted and shortened.
+std::string quote_name(const std::string& name) {
+    std::string text = json(name).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > 80) text = text.substr(0, 80) + "...";
+    return text;
+}
+
+bool valid_name_char(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+}
+
+bool blank(std::string_view text) {
+    return std::all_of(text.begin(), text.end(), [](char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+    });
+}
+
+// Whether `text` is well-formed UTF-8; the description ends up in provider JSON requests.
+bool valid_utf8(std::string_view text) {
+    try {
+        (void)json(std::string(text)).dump();
+        return true;
+    } catch (const json::exception&) {
+        return false;
+    }
+}
+
+// The text of an exception thrown while decoding, without nlohmann's "[json.exception...] ".
+std::string decode_reason(std::string_view text) {
+    if (text.substr(0, 16) == "[json.exception.") {
+        if (const auto end = text.find("] "); end != std::string_view::npos) {
+            text = text.substr(end + 2);
+        }
+    }
+    return std::string(text);
+}
+
+}  // namespace
+
+namespace detail {
+
+void throw_argument_decode_error(const std::exception_ptr& error) {
+    try {
+        std::rethrow_exception(error);
+    } catch (const ToolArgumentError&) {
+        throw;
+    } catch (const std::exception& failure) {
+        throw ToolArgumentError("", "could not be decoded: " + decode_reason(failure.what()));
+    } catch (...) {
+        throw ToolArgumentError("", "could not be decoded");
+    }
+}
+
+}  // namespace detail
+
+json Tool::execute(const json& arguments, ToolContext& context) const {
+    if (!definition_->execute) {
+        throw ToolDefinitionError("missing_tool_execute", "tool " + quote_name(definition_->name) +
+                                                              " has no execute callback");
+    }
+    return definition_->execute(arguments, context);
+}
+
+void validate_tool(const Tool& tool) {
+    const std::string& name = tool.name();
+    if (name.empty() || name.size() > max_tool_name_length ||
+        !std::all_of(name.begin(), name.end(), valid_name_char)) {
+        throw ToolDefinitionError(
+            "invalid_tool_name",
+            "tool name " + quote_name(name) + " is invalid: names must match [A-Za-z0-9_-]{1,64}");
+    }
+    const std::string& description = tool.description();
+    if (blank(description)) {
+        throw ToolDefinitionError("invalid_tool_description",
+                                  "tool " + quote_name(name) + " needs a non-empty description");
+    }
+    if (!valid_utf8(description)) {
+        throw ToolDefinitionError(
+            "invalid_tool_description",
+            "the description of tool " + quote_name(name) + " is not valid UTF-8");
+    }
+    try {
+        validate_schema(tool.parameters());
+    } catch (const ToolDefinitionError& error) {
+        throw ToolDefinitionError(error.code(),
+                                  "tool " + quote_name(name) + ": " + error.message());
+    }
+    if (!tool.definition().execute) {
+        throw ToolDefinitionError("missing_tool_execute",
+                                  "tool " + quote_name(name) + " has no execute callback");
+    }
+}
+
+void validate_tools(const std::vector<Tool>& tools) {
+    std::set<std::string_view> names;
+    for (const auto& tool : tools) {
+        validate_tool(tool);
+        if (!names.insert(tool.name()).second) {
+            throw ToolDefinitionError("duplicate_tool_name",
+                                      "tool name " + quote_name(tool.name()) +
+                                          " is used twice; names must be unique (compared "
+                                          "exactly and case-sensitively)");
+        }
+    }
+}
+
+}  // namespace ullm

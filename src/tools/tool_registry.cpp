@@ -1,0 +1,118 @@
+#include <ullm/tools/tool_registry.hpp>
+
+#include <ullm/core/error.hpp>
+
+#include <exception>
+#include <string>
+#include <utility>
+
+namespace ullm {
+
+namespace {
+
+constexpr std::size_t max_error_text = 2000;
+
+// `text` quoted and escaped, safe to show whatever bytes the model or a callback produced.
+std::string quote(std::string_view text, std::size_t limit = 80) {
+    std::string out = json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+    if (out.size() > limit) out = out.substr(0, limit) + "...";
+    return out;
+}
+
+// Exception text as it can be shown to the model: valid UTF-8 and bounded.
+std::string clean(std::string_view text) {
+    const std::string escaped =
+        json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+    std::string out = json::parse(escaped).get<std::string>();
+    if (out.size() > max_error_text) {
+        std::size_t cut = max_error_text;
+        while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0U) == 0x80U) --cut;
+        out.resize(cut);
+        out += "...";
+    }
+    return out;
+}
+
+ToolOutcome error_outcome(std::string code, std::string text) {
+    return ToolOutcome{json(std::move(text)), true, std::move(code)};
+}
+
+}  // namespace
+
+ToolRegistry::ToolRegistry(std::vector<Tool> tools) {
+    validate_tools(tools);
+    for (std::size_t i = 0; i < tools.size(); ++i) index_.emplace(tools[i].name(), i);
+    tools_ = std::move(tools);
+}
+
+void ToolRegistry::add(Tool tool) {
+    validate_tool(tool);
+    if (index_.count(tool.name()) != 0) {
+        throw ToolDefinitionError("duplicate_tool_name",
+                                  "tool name " + quote(tool.name()) +
+                                      " is already registered; names must be unique (compared "
+                                      "exactly and case-sensitively)");
+    }
+    // Reserve first: after the index entry is in, push_back can no longer throw.
+    tools_.reserve(tools_.size() + 1);
+    index_.emplace(tool.name(), tools_.size());
+    tools_.push_back(std::move(tool));
+}
+
+const Tool* ToolRegistry::find(std::string_view name) const noexcept {
+    const auto found = index_.find(name);
+    return found == index_.end() ? nullptr : &tools_[found->second];
+}
+
+std::vector<std::string> ToolRegistry::names() const {
+    std::vector<std::string> out;
+    out.reserve(tools_.size());
+    for (const auto& tool : tools_) out.push_back(tool.name());
+    return out;
+}
+
+ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, ToolContext& context,
+                              ValidationMode mode) const {
+    const Tool* tool = find(name);
+    if (tool == nullptr) {
+        std::string text = "Unknown tool " + quote(name) + ".";
+        if (tools_.empty()) {
+            text += " No tools are available.";
+        } else {
+            text += " Available tools: ";
+            for (std::size_t i = 0; i < tools_.size(); ++i) {
+                if (i > 0) text += ", ";
+                text += tools_[i].name();
+            }
+            text += ".";
+        }
+        return error_outcome("unknown_tool", std::move(text));
+    }
+    const std::string prefix = "Invalid arguments for tool " + quote(tool->name()) + ": ";
+    try {
+        if (mode == ValidationMode::strict) {
+            validate_arguments(tool->parameters(), arguments);
+        } else if (!arguments.is_object()) {
+            throw ToolArgumentError("",
+                                    "must be an object, got " + std::string(arguments.type_name()));
+        }
+    } catch (const ToolArgumentError& error) {
+        return error_outcome(error.code(), prefix + clean(error.message()) + ".");
+    }
+    try {
+        return ToolOutcome{tool->execute(arguments, context), false, {}};
+    } catch (const ToolArgumentError& error) {
+        return error_outcome(error.code(), prefix + clean(error.message()) + ".");
+    } catch (const Error& error) {
+        return error_outcome(error.code(),
+                             "Tool " + quote(tool->name()) + " failed: " + clean(error.message()));
+    } catch (const std::exception& error) {
+        return error_outcome("tool_execution_failed",
+                             "Tool " + quote(tool->name()) + " failed: " + clean(error.what()));
+    } catch (...) {
+        return error_outcome("tool_execution_failed",
+                             "Tool " + quote(tool->name()) + " failed with an unknown error.");
+    }
+}
+
+}  // namespace ullm
