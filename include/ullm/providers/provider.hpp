@@ -7,6 +7,7 @@
 #include <ullm/providers/chat.hpp>
 
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,8 +47,22 @@ public:
     [[nodiscard]] virtual bool produced_visible_event() const = 0;
 };
 
+/// Canonical stream events produced without HTTP (by an offline provider). One per stream;
+/// not thread-safe.
+class EventSource {
+public:
+    virtual ~EventSource() = default;
+    /// Waits for the next event; false once the stream has ended. Throws what the stream
+    /// fails with (`CancelledError` once `stop` is requested).
+    virtual bool next(StreamEvent& event) = 0;
+};
+
 /// An adapter for one provider API. Implementations are immutable after construction and
 /// thread-safe.
+///
+/// HTTP providers implement `encode`, `decode` and `stream_decoder`; the `Client` sends what
+/// they encode through its transport, with retries. An offline provider (the scripted one)
+/// returns true from `offline()` and answers through `respond` and `respond_stream` instead.
 class Provider {
 public:
     virtual ~Provider() = default;
@@ -72,6 +87,19 @@ public:
     /// A decoder for a streamed 2xx body.
     [[nodiscard]] virtual std::unique_ptr<StreamDecoder> stream_decoder(
         const ChatRequest& request) const = 0;
+
+    /// Whether this provider answers without HTTP.
+    [[nodiscard]] virtual bool offline() const noexcept { return false; }
+
+    /// An offline provider's answer to `request`. HTTP providers throw
+    /// `ProviderCapabilityError` (`not_offline`).
+    [[nodiscard]] virtual ChatResponse respond(const ChatRequest& request,
+                                               std::stop_token stop) const;
+
+    /// An offline provider's streamed answer to `request`. HTTP providers throw
+    /// `ProviderCapabilityError` (`not_offline`).
+    [[nodiscard]] virtual std::unique_ptr<EventSource> respond_stream(const ChatRequest& request,
+                                                                      std::stop_token stop) const;
 };
 
 }  // namespace ullm

@@ -1,0 +1,73 @@
+#pragma once
+
+/// A streamed model response, pulled event by event.
+
+#include <ullm/providers/chat.hpp>
+
+#include <iterator>
+#include <memory>
+#include <optional>
+
+namespace ullm {
+
+namespace detail {
+class ChatStreamState;
+}
+
+/// The events of one streamed response, pulled by the consumer (`next()` or a range-for).
+/// Nothing is sent before the first pull. Retries happen only before the first visible event
+/// and are announced with a `retry` event. Exactly one `done` event ends a successful stream.
+/// Owned by one consumer thread; `cancel()` may be called from any thread. Destroying the
+/// stream before it ends cancels it.
+class ChatStream {
+public:
+    /// An input iterator over the events; reaching the end means the stream completed.
+    class iterator {
+    public:
+        using iterator_category = std::input_iterator_tag;
+        using value_type = StreamEvent;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const StreamEvent*;
+        using reference = const StreamEvent&;
+
+        iterator() = default;
+        explicit iterator(ChatStream* stream) : stream_(stream) { ++*this; }
+        reference operator*() const { return *current_; }
+        pointer operator->() const { return &*current_; }
+        iterator& operator++() {
+            current_ = stream_->next();
+            return *this;
+        }
+        void operator++(int) { ++*this; }
+        friend bool operator==(const iterator& it, std::default_sentinel_t) {
+            return !it.current_.has_value();
+        }
+
+    private:
+        ChatStream* stream_ = nullptr;
+        std::optional<StreamEvent> current_;
+    };
+
+    explicit ChatStream(std::unique_ptr<detail::ChatStreamState> state);
+    ChatStream(ChatStream&&) noexcept;
+    ChatStream& operator=(ChatStream&&) noexcept;
+    ~ChatStream();
+
+    /// Waits for the next event; nullopt once the stream has ended. Throws the mapped `Error`
+    /// when the stream fails (after retries), `CancelledError` after `cancel()`.
+    std::optional<StreamEvent> next();
+
+    /// Aborts the transfer; a waiting or later `next()` throws `CancelledError`. Thread-safe.
+    void cancel() noexcept;
+
+    /// The final response, once the `done` event has been pulled.
+    [[nodiscard]] const std::optional<ChatResponse>& response() const noexcept;
+
+    iterator begin() { return iterator(this); }
+    std::default_sentinel_t end() { return {}; }
+
+private:
+    std::unique_ptr<detail::ChatStreamState> state_;
+};
+
+}  // namespace ullm

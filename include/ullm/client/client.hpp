@@ -1,0 +1,82 @@
+#pragma once
+
+/// The entry point: routes a model to its provider, sends requests through one shared
+/// transport with retries, and streams responses.
+
+#include <ullm/client/chat_stream.hpp>
+#include <ullm/http/retry_policy.hpp>
+#include <ullm/http/transport.hpp>
+#include <ullm/providers/chat.hpp>
+#include <ullm/providers/provider.hpp>
+
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ullm {
+
+/// Settings of a `Client`. A value type.
+struct ClientOptions {
+    /// The model used when a request names none, e.g. "gpt-4o" or "ollama/llama3.2".
+    std::string default_model;
+    /// The transport every request and stream shares; a `CurlTransport` when null.
+    std::shared_ptr<Transport> transport;
+    /// Retries of failed requests (attempts, backoff, `Retry-After`).
+    RetryPolicy retry;
+    /// Providers to register (by their `name()`); `from_env` adds those it can configure.
+    std::vector<std::shared_ptr<const Provider>> providers;
+};
+
+/// Where a model is served: the provider and the model id it knows.
+struct Route {
+    std::shared_ptr<const Provider> provider;
+    std::string model;
+};
+
+/// Routes requests to providers and sends them. Cheap to copy (copies share one state);
+/// thread-safe.
+class Client {
+public:
+    /// A client with the given providers and transport. Throws `TransportError` if the
+    /// default transport cannot start.
+    explicit Client(ClientOptions options = {});
+
+    /// A client configured from the environment: `OPENAI_API_KEY` (with `OPENAI_BASE_URL`,
+    /// `OPENAI_ORG_ID`, `OPENAI_PROJECT_ID`), `ANTHROPIC_API_KEY` (with `ANTHROPIC_BASE_URL`),
+    /// `GEMINI_API_KEY` or `GOOGLE_API_KEY`, and `OLLAMA_HOST` (Ollama is always available as
+    /// `ollama/<model>`, on localhost:11434 by default). Providers in `options` win over
+    /// those from the environment.
+    [[nodiscard]] static Client from_env(ClientOptions options = {});
+
+    /// Registers `provider` under its name, replacing one of the same name. Thread-safe.
+    void add_provider(std::shared_ptr<const Provider> provider);
+
+    /// The names of the registered providers, sorted.
+    [[nodiscard]] std::vector<std::string> providers() const;
+
+    /// Where `model` goes: an explicit `provider/model`, else by name (`gpt-*`, `o1*`, `o3*`,
+    /// `o4*`, `chatgpt-*` → openai; `claude-*` → anthropic; `gemini-*` → gemini); an empty
+    /// model means the default model. Throws `ProviderCapabilityError`: `invalid_model`,
+    /// `unknown_model_route`, or `provider_not_configured` (naming the variable to set).
+    [[nodiscard]] Route route(std::string_view model) const;
+
+    /// Sends `request` and waits for the response, retrying what the retry policy allows.
+    /// Throws the mapped `Error` of the last attempt, `CancelledError` when `stop` is
+    /// requested, `ProviderCapabilityError` for unsupported options (before any I/O).
+    [[nodiscard]] ChatResponse complete(ChatRequest request, std::stop_token stop = {}) const;
+
+    /// A stream of `request`'s response; nothing is sent until the first event is pulled.
+    [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop = {}) const;
+
+    /// The options this client was built with (providers excluded).
+    [[nodiscard]] const RetryPolicy& retry_policy() const noexcept;
+
+    struct State;
+
+private:
+    std::shared_ptr<State> state_;
+};
+
+}  // namespace ullm

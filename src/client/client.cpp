@@ -1,0 +1,339 @@
+#include <ullm/client/client.hpp>
+
+#include <ullm/core/error.hpp>
+#include <ullm/http/curl_transport.hpp>
+#include <ullm/providers/openai_chat.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <shared_mutex>
+
+namespace ullm {
+
+struct Client::State {
+    std::string default_model;
+    std::shared_ptr<Transport> transport;
+    RetryPolicy retry;
+    mutable std::shared_mutex mutex;
+    std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
+};
+
+namespace {
+
+std::string env(const char* name) {
+    const char* value = std::getenv(name);
+    return value == nullptr ? std::string() : std::string(value);
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+    return text.substr(0, prefix.size()) == prefix;
+}
+
+// Which provider serves a bare model name, and which variable configures it.
+struct NamedRoute {
+    std::string_view provider;
+    std::string_view variable;
+};
+
+std::optional<NamedRoute> route_by_name(std::string_view model) {
+    if (starts_with(model, "gpt-") || starts_with(model, "o1") || starts_with(model, "o3") ||
+        starts_with(model, "o4") || starts_with(model, "chatgpt-")) {
+        return NamedRoute{"openai", "OPENAI_API_KEY"};
+    }
+    if (starts_with(model, "claude-")) return NamedRoute{"anthropic", "ANTHROPIC_API_KEY"};
+    if (starts_with(model, "gemini-") || starts_with(model, "models/gemini-")) {
+        return NamedRoute{"gemini", "GEMINI_API_KEY"};
+    }
+    return std::nullopt;
+}
+
+// A retry's delay, or nullopt when `error` must not be retried after `attempt`.
+std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& policy, const Error& error,
+                                                     int attempt) {
+    if (!error.retryable()) return std::nullopt;
+    std::optional<std::chrono::milliseconds> hint;
+    if (const auto* limited = dynamic_cast<const RateLimitError*>(&error)) {
+        hint = limited->retry_after();
+    }
+    return policy.delay_before(attempt, hint, RetryPolicy::random_unit());
+}
+
+}  // namespace
+
+namespace detail {
+
+// Everything a stream needs; lives as long as the ChatStream.
+class ChatStreamState {
+public:
+    ChatStreamState(std::shared_ptr<Client::State> client, Route route, ChatRequest request,
+                    std::stop_token stop)
+        : client_(std::move(client)),
+          route_(std::move(route)),
+          request_(std::move(request)),
+          // Encoding first means invalid options fail when the stream is created.
+          encoded_(route_.provider->offline()
+                       ? std::nullopt
+                       : std::optional<HttpRequest>(route_.provider->encode(request_, true))),
+          on_stop_(std::move(stop), [this] { cancel(); }) {}
+
+    ChatStreamState(const ChatStreamState&) = delete;
+    ChatStreamState& operator=(const ChatStreamState&) = delete;
+    ~ChatStreamState() { cancel(); }
+
+    void cancel() noexcept {
+        stop_.request_stop();
+        std::lock_guard lock(http_mutex_);
+        if (http_) http_->cancel();
+    }
+
+    std::optional<StreamEvent> next() {
+        for (;;) {
+            if (!pending_.empty()) {
+                StreamEvent event = std::move(pending_.front());
+                pending_.pop_front();
+                if (event.type == StreamEvent::Type::done) {
+                    response_ = event.response;
+                    finished_ = true;
+                    pending_.clear();
+                }
+                return event;
+            }
+            if (finished_) return std::nullopt;
+            if (stop_.stop_requested()) throw CancelledError("the stream was cancelled");
+            try {
+                pump();
+            } catch (const CancelledError&) {
+                throw;
+            } catch (const Error& error) {
+                const bool visible = decoder_ != nullptr && decoder_->produced_visible_event();
+                const auto delay = visible || route_.provider->offline()
+                                       ? std::nullopt
+                                       : retry_delay(client_->retry, error, attempt_);
+                if (!delay) throw;
+                reset_attempt();
+                StreamEvent retry;
+                retry.type = StreamEvent::Type::retry;
+                retry.attempt = attempt_ + 1;
+                retry.delay = *delay;
+                retry.error_code = error.code();
+                pending_.push_back(std::move(retry));
+                retry_wait_ = *delay;
+            }
+        }
+    }
+
+    [[nodiscard]] const std::optional<ChatResponse>& response() const noexcept { return response_; }
+
+private:
+    // Moves the stream forward: starts an attempt, or reads and decodes the next bytes.
+    void pump() {
+        if (retry_wait_) {
+            const auto wait = *retry_wait_;
+            retry_wait_.reset();
+            if (!RetryPolicy::sleep(wait, stop_.get_token())) {
+                throw CancelledError("the stream was cancelled");
+            }
+            ++attempt_;
+        }
+        if (route_.provider->offline()) {
+            if (!source_) source_ = route_.provider->respond_stream(request_, stop_.get_token());
+            StreamEvent event;
+            if (source_->next(event)) {
+                pending_.push_back(std::move(event));
+            } else if (!response_) {
+                throw StreamTruncatedError("the scripted stream ended without a done event");
+            }
+            return;
+        }
+        if (!http_) start_attempt();
+        if (http_->read(bytes_)) {
+            decoder_->feed(bytes_, buffer_);
+        } else {
+            decoder_->finish(buffer_);
+        }
+        for (auto& event : buffer_) pending_.push_back(std::move(event));
+        buffer_.clear();
+    }
+
+    void start_attempt() {
+        auto stream = client_->transport->open_stream(*encoded_, stop_.get_token());
+        {
+            std::lock_guard lock(http_mutex_);
+            http_ = std::move(stream);
+        }
+        const auto& head = http_->head();
+        if (head.status < 200 || head.status > 299) {
+            HttpResponse failed;
+            static_cast<HttpResponseHead&>(failed) = head;
+            std::string chunk;
+            while (http_->read(chunk)) failed.body += chunk;
+            // decode() of an error status throws the mapped error.
+            (void)route_.provider->decode(failed, request_);
+            throw ProviderError("invalid_provider_response",
+                                "HTTP " + std::to_string(head.status) + " without an error", 502,
+                                false, {std::string(route_.provider->name()), request_.model, ""});
+        }
+        decoder_ = route_.provider->stream_decoder(request_);
+    }
+
+    void reset_attempt() {
+        std::lock_guard lock(http_mutex_);
+        http_.reset();
+        decoder_.reset();
+        buffer_.clear();
+    }
+
+    std::shared_ptr<Client::State> client_;
+    Route route_;
+    ChatRequest request_;
+    std::optional<HttpRequest> encoded_;
+    std::stop_source stop_;
+    std::mutex http_mutex_;
+    std::unique_ptr<HttpStream> http_;
+    std::unique_ptr<StreamDecoder> decoder_;
+    std::unique_ptr<EventSource> source_;
+    std::string bytes_;
+    std::vector<StreamEvent> buffer_;
+    std::deque<StreamEvent> pending_;
+    std::optional<ChatResponse> response_;
+    std::optional<std::chrono::milliseconds> retry_wait_;
+    int attempt_ = 1;
+    bool finished_ = false;
+    std::stop_callback<std::function<void()>> on_stop_;
+};
+
+}  // namespace detail
+
+ChatStream::ChatStream(std::unique_ptr<detail::ChatStreamState> state) : state_(std::move(state)) {}
+ChatStream::ChatStream(ChatStream&&) noexcept = default;
+ChatStream& ChatStream::operator=(ChatStream&&) noexcept = default;
+ChatStream::~ChatStream() = default;
+
+std::optional<StreamEvent> ChatStream::next() {
+    return state_->next();
+}
+void ChatStream::cancel() noexcept {
+    state_->cancel();
+}
+const std::optional<ChatResponse>& ChatStream::response() const noexcept {
+    return state_->response();
+}
+
+Client::Client(ClientOptions options) : state_(std::make_shared<State>()) {
+    state_->default_model = std::move(options.default_model);
+    state_->transport =
+        options.transport ? std::move(options.transport) : std::make_shared<CurlTransport>();
+    state_->retry = options.retry;
+    for (auto& provider : options.providers) add_provider(std::move(provider));
+}
+
+Client Client::from_env(ClientOptions options) {
+    std::vector<std::shared_ptr<const Provider>> found;
+    if (const auto key = env("OPENAI_API_KEY"); !key.empty()) {
+        OpenAiChatOptions openai;
+        openai.api_key = key;
+        if (const auto base = env("OPENAI_BASE_URL"); !base.empty()) openai.base_url = base;
+        openai.organization = env("OPENAI_ORG_ID");
+        openai.project = env("OPENAI_PROJECT_ID");
+        found.push_back(std::make_shared<OpenAiChatProvider>(std::move(openai)));
+    }
+    OpenAiChatOptions ollama;
+    ollama.provider_name = "ollama";
+    ollama.base_url = env("OLLAMA_HOST");
+    if (ollama.base_url.empty()) ollama.base_url = "http://localhost:11434";
+    if (ollama.base_url.find("://") == std::string::npos)
+        ollama.base_url = "http://" + ollama.base_url;
+    while (!ollama.base_url.empty() && ollama.base_url.back() == '/') ollama.base_url.pop_back();
+    ollama.base_url += "/v1";
+    found.push_back(std::make_shared<OpenAiChatProvider>(std::move(ollama)));
+
+    // Providers given explicitly win: register them last.
+    for (auto& provider : options.providers) found.push_back(std::move(provider));
+    options.providers = std::move(found);
+    return Client(std::move(options));
+}
+
+void Client::add_provider(std::shared_ptr<const Provider> provider) {
+    if (!provider) throw ProviderCapabilityError("invalid_provider", "the provider is null");
+    std::unique_lock lock(state_->mutex);
+    state_->providers[std::string(provider->name())] = std::move(provider);
+}
+
+std::vector<std::string> Client::providers() const {
+    std::shared_lock lock(state_->mutex);
+    std::vector<std::string> names;
+    for (const auto& [name, _] : state_->providers) names.push_back(name);
+    return names;
+}
+
+const RetryPolicy& Client::retry_policy() const noexcept {
+    return state_->retry;
+}
+
+Route Client::route(std::string_view model) const {
+    if (model.empty()) model = state_->default_model;
+    if (model.empty()) {
+        throw ProviderCapabilityError("invalid_model",
+                                      "the request names no model and the client has no default");
+    }
+    std::shared_lock lock(state_->mutex);
+    if (const auto slash = model.find('/'); slash != std::string_view::npos) {
+        const auto it = state_->providers.find(model.substr(0, slash));
+        if (it != state_->providers.end()) {
+            const auto rest = model.substr(slash + 1);
+            if (rest.empty()) {
+                throw ProviderCapabilityError(
+                    "invalid_model",
+                    "\"" + std::string(model) + "\" names a provider but no model");
+            }
+            return {it->second, std::string(rest)};
+        }
+    }
+    if (const auto named = route_by_name(model)) {
+        const auto it = state_->providers.find(named->provider);
+        if (it == state_->providers.end()) {
+            throw ProviderCapabilityError("provider_not_configured",
+                                          "model \"" + std::string(model) + "\" is served by " +
+                                              std::string(named->provider) +
+                                              ", which is not configured: set " +
+                                              std::string(named->variable));
+        }
+        return {it->second, std::string(model)};
+    }
+    std::string known;
+    for (const auto& [name, _] : state_->providers) known += (known.empty() ? "" : ", ") + name;
+    throw ProviderCapabilityError("unknown_model_route",
+                                  "no provider serves \"" + std::string(model) +
+                                      "\"; name one as provider/model (configured: " + known + ")");
+}
+
+ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
+    Route route = this->route(request.model);
+    request.model = route.model;
+    if (route.provider->offline()) return route.provider->respond(request, stop);
+    const HttpRequest http = route.provider->encode(request, false);
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return route.provider->decode(state_->transport->send(http, stop), request);
+        } catch (const CancelledError&) {
+            throw;
+        } catch (const Error& error) {
+            const auto delay = retry_delay(state_->retry, error, attempt);
+            if (!delay) throw;
+            if (!RetryPolicy::sleep(*delay, stop))
+                throw CancelledError("the request was cancelled");
+        }
+    }
+}
+
+ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
+    Route route = this->route(request.model);
+    request.model = route.model;
+    return ChatStream(std::make_unique<detail::ChatStreamState>(
+        state_, std::move(route), std::move(request), std::move(stop)));
+}
+
+}  // namespace ullm

@@ -1,0 +1,209 @@
+#include <ullm/client/client.hpp>
+#include <ullm/core/error.hpp>
+#include <ullm/providers/openai_chat.hpp>
+#include <ullm/providers/scripted_provider.hpp>
+
+#include <cstdlib>
+#include <thread>
+
+#include "support/catch.hpp"
+
+using namespace std::chrono_literals;
+using ullm::json;
+
+namespace {
+
+template <class F>
+std::string error_code_of(F&& f) {
+    try {
+        f();
+    } catch (const ullm::Error& error) {
+        return error.code();
+    }
+    return "no error";
+}
+
+ullm::ChatRequest ask(std::string model, std::string text = "Hello") {
+    ullm::ChatRequest request;
+    request.model = std::move(model);
+    request.messages = {ullm::Message::user(std::move(text))};
+    return request;
+}
+
+// Sets environment variables for one test and restores them afterwards.
+class ScopedEnv {
+public:
+    ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> values) {
+        for (const auto& [name, value] : values) {
+            const char* old = std::getenv(name);
+            saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+            if (value) {
+                ::setenv(name, value, 1);
+            } else {
+                ::unsetenv(name);
+            }
+        }
+    }
+    ~ScopedEnv() {
+        for (const auto& [name, value] : saved_) {
+            if (value) {
+                ::setenv(name.c_str(), value->c_str(), 1);
+            } else {
+                ::unsetenv(name.c_str());
+            }
+        }
+    }
+
+private:
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+}  // namespace
+
+TEST_CASE("models route by explicit provider prefix or by name", "[client]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>("scripted");
+    auto openai =
+        std::make_shared<ullm::OpenAiChatProvider>(ullm::OpenAiChatOptions{.api_key = "k"});
+    const ullm::Client client(
+        {.default_model = "scripted/default-model", .providers = {scripted, openai}});
+
+    CHECK(client.route("scripted/my-model").provider == scripted);
+    CHECK(client.route("scripted/my-model").model == "my-model");
+    CHECK(client.route("openai/gpt-4o").model == "gpt-4o");
+    for (const auto* model : {"gpt-4o", "o1-mini", "o3", "o4-mini", "chatgpt-4o-latest"}) {
+        CHECK(client.route(model).provider == openai);
+        CHECK(client.route(model).model == model);
+    }
+    CHECK(client.route("").model == "default-model");
+    CHECK(error_code_of([&] { (void)client.route("claude-sonnet-4-5"); }) ==
+          "provider_not_configured");
+    CHECK(error_code_of([&] { (void)client.route("gemini-2.5-pro"); }) ==
+          "provider_not_configured");
+    CHECK(error_code_of([&] { (void)client.route("llama3"); }) == "unknown_model_route");
+    CHECK(error_code_of([&] { (void)client.route("scripted/"); }) == "invalid_model");
+    const ullm::Client bare({.providers = {scripted}});
+    CHECK(error_code_of([&] { (void)bare.route(""); }) == "invalid_model");
+}
+
+TEST_CASE("the not-configured error names the variable to set", "[client]") {
+    const ullm::Client client;
+    try {
+        (void)client.route("claude-opus-4");
+        FAIL("routed");
+    } catch (const ullm::ProviderCapabilityError& error) {
+        CHECK(error.status() == 400);
+        CHECK(error.message().find("ANTHROPIC_API_KEY") != std::string::npos);
+    }
+}
+
+TEST_CASE("from_env configures OpenAI and Ollama from the environment", "[client]") {
+    {
+        const ScopedEnv env({{"OPENAI_API_KEY", "sk-test-key"},
+                             {"OPENAI_BASE_URL", "http://127.0.0.1:9/v1"},
+                             {"OPENAI_ORG_ID", "org-1"},
+                             {"OLLAMA_HOST", "gpu-box:11434"}});
+        const auto client = ullm::Client::from_env();
+        CHECK(client.providers() == std::vector<std::string>{"ollama", "openai"});
+        const auto openai = client.route("gpt-4o");
+        const auto http = openai.provider->encode(ask("gpt-4o"), false);
+        CHECK(http.url == "http://127.0.0.1:9/v1/chat/completions");
+        CHECK(ullm::find_header(http.headers, "authorization") == "Bearer sk-test-key");
+        CHECK(ullm::find_header(http.headers, "openai-organization") == "org-1");
+        const auto ollama = client.route("ollama/llama3.2");
+        CHECK(ollama.provider->encode(ask("llama3.2"), false).url ==
+              "http://gpu-box:11434/v1/chat/completions");
+    }
+    {
+        const ScopedEnv env({{"OPENAI_API_KEY", nullptr}, {"OLLAMA_HOST", nullptr}});
+        const auto client = ullm::Client::from_env();
+        CHECK(client.providers() == std::vector<std::string>{"ollama"});
+        CHECK(client.route("ollama/qwen3").provider->encode(ask("qwen3"), false).url ==
+              "http://localhost:11434/v1/chat/completions");
+        CHECK(error_code_of([&] { (void)client.route("gpt-4o"); }) == "provider_not_configured");
+    }
+}
+
+TEST_CASE("the scripted provider answers complete() in order and records requests",
+          "[client][scripted]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>();
+    scripted->push_text("first", {10, 2, 0, 0, 0, std::nullopt});
+    scripted->push_tool_call("lookup_weather", {{"city", "Berlin"}});
+    const ullm::Client client({.providers = {scripted}});
+
+    const auto first = client.complete(ask("scripted/m1", "one"));
+    CHECK(first.text == "first");
+    CHECK(first.usage.input_tokens == 10);
+    CHECK(first.model == "m1");
+    const auto second = client.complete(ask("scripted/m1", "two"));
+    CHECK(second.finish_reason == ullm::FinishReason::tool_call);
+    REQUIRE(second.tool_calls.size() == 1);
+    CHECK(second.tool_calls[0].arguments == json{{"city", "Berlin"}});
+    CHECK(second.tool_calls[0].id == "call_scripted_1");
+
+    const auto requests = scripted->requests();
+    REQUIRE(requests.size() == 2);
+    CHECK(requests[1].messages[0].text() == "two");
+    CHECK(error_code_of([&] { (void)client.complete(ask("scripted/m1")); }) ==
+          "mock_queue_exhausted");
+}
+
+TEST_CASE("scripted streams yield word deltas, tool events and one done", "[client][scripted]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>();
+    scripted->push_tool_call("lookup_weather", {{"city", "Paris"}}, "Let me check that.");
+    const ullm::Client client({.providers = {scripted}});
+    auto stream = client.stream(ask("scripted/m"));
+    std::vector<std::string> deltas;
+    std::vector<ullm::StreamEvent::Type> types;
+    for (const auto& event : stream) {
+        types.push_back(event.type);
+        if (const auto* delta = event.text_delta()) deltas.push_back(*delta);
+    }
+    CHECK(deltas == std::vector<std::string>{"Let ", "me ", "check ", "that."});
+    CHECK(std::count(types.begin(), types.end(), ullm::StreamEvent::Type::done) == 1);
+    CHECK(std::count(types.begin(), types.end(), ullm::StreamEvent::Type::tool_call_end) == 1);
+    REQUIRE(stream.response().has_value());
+    CHECK(stream.response()->text == "Let me check that.");
+    CHECK(stream.response()->tool_calls.at(0).name == "lookup_weather");
+}
+
+TEST_CASE("queued errors are thrown by the request that takes them", "[client][scripted]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>();
+    scripted->push_error(std::make_exception_ptr(ullm::RateLimitError("slow down")));
+    scripted->push_text("after");
+    const ullm::Client client({.providers = {scripted}});
+    CHECK(error_code_of([&] { (void)client.complete(ask("scripted/m")); }) == "rate_limited");
+    CHECK(client.complete(ask("scripted/m")).text == "after");
+}
+
+TEST_CASE("a scripted stream can be cancelled between events", "[client][scripted]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>("scripted", 200ms);
+    scripted->push_text("one two three four five six");
+    const ullm::Client client({.providers = {scripted}});
+    auto stream = client.stream(ask("scripted/m"));
+    REQUIRE(stream.next().has_value());
+    std::thread canceller([&] {
+        std::this_thread::sleep_for(20ms);
+        stream.cancel();
+    });
+    CHECK(error_code_of([&] {
+              while (stream.next()) {
+              }
+          }) == "cancelled");
+    canceller.join();
+    CHECK_FALSE(stream.response().has_value());
+}
+
+TEST_CASE("invalid options fail before anything is sent", "[client]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>();
+    auto openai =
+        std::make_shared<ullm::OpenAiChatProvider>(ullm::OpenAiChatOptions{.api_key = "k"});
+    const ullm::Client client({.providers = {scripted, openai}});
+    auto request = ask("o3-mini");
+    request.temperature = 0.2;
+    CHECK(error_code_of([&] { (void)client.stream(request); }) == "unsupported_option");
+    CHECK(error_code_of([&] { (void)client.complete(request); }) == "unsupported_option");
+    auto bad_tool = ask("scripted/m");
+    bad_tool.tools = {{"bad name!", "d", {{"type", "object"}}}};
+    CHECK(error_code_of([&] { (void)client.complete(bad_tool); }) == "invalid_tool_name");
+    CHECK(scripted->requests().empty());
+}
