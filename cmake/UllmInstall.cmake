@@ -21,3 +21,5 @@ install(FILES "${PROJECT_BINARY_DIR}/ullmConfig.cmake" "${PROJECT_BINARY_DIR}/ul
 
 configure_file("${PROJECT_SOURCE_DIR}/cmake/ullm.pc.in" "${PROJECT_BINARY_DIR}/ullm.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/ullm.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+
+install(FILES "${PROJECT_SOURCE_DIR}/src/providers/prices.json" DESTINATION "${CMAKE_INSTALL_DATADIR}/ullm")

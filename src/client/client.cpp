@@ -17,6 +17,7 @@ struct Client::State {
     std::string default_model;
     std::shared_ptr<Transport> transport;
     RetryPolicy retry;
+    std::shared_ptr<const PriceTable> prices;
     mutable std::shared_mutex mutex;
     std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
 };
@@ -61,6 +62,15 @@ std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& policy, 
     return policy.delay_before(attempt, hint, RetryPolicy::random_unit());
 }
 
+// Fills in the cost of `response` when its model has a price.
+void price_response(const PriceTable& prices, ChatResponse& response, std::string_view provider,
+                    const std::string& model) {
+    if (response.usage.cost_usd) return;
+    auto price = prices.find(provider, model);
+    if (!price && !response.model.empty()) price = prices.find(provider, response.model);
+    if (price) response.usage.cost_usd = PriceTable::cost(*price, response.usage);
+}
+
 }  // namespace
 
 namespace detail {
@@ -95,6 +105,11 @@ public:
                 StreamEvent event = std::move(pending_.front());
                 pending_.pop_front();
                 if (event.type == StreamEvent::Type::done) {
+                    if (event.response) {
+                        price_response(*client_->prices, *event.response, route_.provider->name(),
+                                       request_.model);
+                        event.usage = event.response->usage;
+                    }
                     response_ = event.response;
                     finished_ = true;
                     pending_.clear();
@@ -227,6 +242,9 @@ Client::Client(ClientOptions options) : state_(std::make_shared<State>()) {
     state_->transport =
         options.transport ? std::move(options.transport) : std::make_shared<CurlTransport>();
     state_->retry = options.retry;
+    state_->prices = options.prices ? std::move(options.prices)
+                                    : std::shared_ptr<const PriceTable>(std::shared_ptr<void>(),
+                                                                        &PriceTable::builtin());
     for (auto& provider : options.providers) add_provider(std::move(provider));
 }
 
@@ -313,11 +331,15 @@ Route Client::route(std::string_view model) const {
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
     Route route = this->route(request.model);
     request.model = route.model;
-    if (route.provider->offline()) return route.provider->respond(request, stop);
+    const auto priced = [&](ChatResponse response) {
+        price_response(*state_->prices, response, route.provider->name(), request.model);
+        return response;
+    };
+    if (route.provider->offline()) return priced(route.provider->respond(request, stop));
     const HttpRequest http = route.provider->encode(request, false);
     for (int attempt = 1;; ++attempt) {
         try {
-            return route.provider->decode(state_->transport->send(http, stop), request);
+            return priced(route.provider->decode(state_->transport->send(http, stop), request));
         } catch (const CancelledError&) {
             throw;
         } catch (const Error& error) {
@@ -334,6 +356,32 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
     request.model = route.model;
     return ChatStream(std::make_unique<detail::ChatStreamState>(
         state_, std::move(route), std::move(request), std::move(stop)));
+}
+
+const PriceTable& Client::prices() const noexcept {
+    return *state_->prices;
+}
+
+CostEstimate Client::estimate(const ChatRequest& request) const {
+    const Route route = this->route(request.model);
+    CostEstimate estimate;
+    estimate.price = state_->prices->require(route.provider->name(), route.model);
+    // About four characters per token of the prompt as the provider will see it.
+    std::size_t characters = request.system.size();
+    for (const auto& message : request.messages) {
+        characters += message_to_json(message, false).dump().size();
+    }
+    for (const auto& tool : request.tools) {
+        characters += tool.name.size() + tool.description.size() + tool.parameters.dump().size();
+    }
+    estimate.input_tokens = static_cast<std::int64_t>((characters + 3) / 4);
+    estimate.max_output_tokens = request.max_tokens.value_or(4096);
+    estimate.input_cost_usd =
+        PriceTable::cost(estimate.price, Usage{estimate.input_tokens, 0, 0, 0, 0, std::nullopt});
+    estimate.max_cost_usd = PriceTable::cost(
+        estimate.price,
+        Usage{estimate.input_tokens, estimate.max_output_tokens, 0, 0, 0, std::nullopt});
+    return estimate;
 }
 
 }  // namespace ullm

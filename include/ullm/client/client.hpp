@@ -7,6 +7,7 @@
 #include <ullm/http/retry_policy.hpp>
 #include <ullm/http/transport.hpp>
 #include <ullm/providers/chat.hpp>
+#include <ullm/providers/price_table.hpp>
 #include <ullm/providers/provider.hpp>
 
 #include <memory>
@@ -27,6 +28,17 @@ struct ClientOptions {
     RetryPolicy retry;
     /// Providers to register (by their `name()`); `from_env` adds those it can configure.
     std::vector<std::shared_ptr<const Provider>> providers;
+    /// Prices used for `cost_usd` and `estimate`; the shipped table when null.
+    std::shared_ptr<const PriceTable> prices;
+};
+
+/// What a request may cost before it is sent.
+struct CostEstimate {
+    std::int64_t input_tokens = 0;       ///< Estimated prompt tokens (about 4 characters each).
+    std::int64_t max_output_tokens = 0;  ///< The request's `max_tokens`, else 4,096.
+    double input_cost_usd = 0;           ///< The prompt's cost at the uncached price.
+    double max_cost_usd = 0;             ///< Prompt plus the most output the request allows.
+    ModelPrice price;
 };
 
 /// Where a model is served: the provider and the model id it knows.
@@ -69,6 +81,13 @@ public:
 
     /// A stream of `request`'s response; nothing is sent until the first event is pulled.
     [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop = {}) const;
+
+    /// What `request` may cost, from an estimate of its prompt tokens and its output limit.
+    /// Throws `ProviderCapabilityError` `unknown_model_pricing` when the model has no price.
+    [[nodiscard]] CostEstimate estimate(const ChatRequest& request) const;
+
+    /// The price table in use.
+    [[nodiscard]] const PriceTable& prices() const noexcept;
 
     /// The options this client was built with (providers excluded).
     [[nodiscard]] const RetryPolicy& retry_policy() const noexcept;
