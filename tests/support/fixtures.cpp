@@ -18,10 +18,6 @@ bool ends_with(std::string_view text, std::string_view suffix) {
     return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
 /// The first component of `path` relative to the fixtures directory ("anthropic", ...).
 std::string provider_folder(const std::filesystem::path& path) {
     const auto relative = path.lexically_normal().lexically_relative(fixtures_dir());
@@ -32,55 +28,6 @@ std::string provider_folder(const std::filesystem::path& path) {
 std::string relative_name(const std::filesystem::path& path) {
     return path.lexically_normal().lexically_relative(fixtures_dir()).generic_string();
 }
-
-/// Records the top-level "type" string of an object and stops parsing as soon as it has it.
-class TypeFieldReader : public nlohmann::json_sax<json> {
-public:
-    std::optional<std::string> type;
-
-    bool null() override { return value_done(); }
-    bool boolean(bool) override { return value_done(); }
-    bool number_integer(number_integer_t) override { return value_done(); }
-    bool number_unsigned(number_unsigned_t) override { return value_done(); }
-    bool number_float(number_float_t, const string_t&) override { return value_done(); }
-    bool string(string_t& value) override {
-        if (depth_ == 1 && key_is_type_) {
-            type = value;
-            return false;  // found: stop
-        }
-        return value_done();
-    }
-    bool binary(binary_t&) override { return value_done(); }
-    bool start_object(std::size_t) override { return open(); }
-    bool key(string_t& value) override {
-        key_is_type_ = depth_ == 1 && value == "type";
-        return true;
-    }
-    bool end_object() override { return close(); }
-    bool start_array(std::size_t) override { return open(); }
-    bool end_array() override { return close(); }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-        return false;
-    }
-
-private:
-    bool open() {
-        ++depth_;
-        key_is_type_ = false;
-        return true;
-    }
-    bool close() {
-        --depth_;
-        return true;
-    }
-    bool value_done() {
-        key_is_type_ = false;
-        return true;
-    }
-
-    int depth_ = 0;
-    bool key_is_type_ = false;
-};
 
 void add_embedded_bodies(const std::filesystem::path& file, std::vector<RecordedStream>& out) {
     const json recording = json::parse(read_file(file), nullptr, /*allow_exceptions=*/false);
@@ -129,54 +76,6 @@ std::string read_file(const std::filesystem::path& path) {
     content << in.rdbuf();
     if (in.bad()) throw std::runtime_error("cannot read " + path.string());
     return std::move(content).str();
-}
-
-std::vector<std::string_view> chunk_lines(std::string_view chunks_txt) {
-    std::vector<std::string_view> lines;
-    std::size_t start = 0;
-    while (start < chunks_txt.size()) {
-        const std::size_t end = chunks_txt.find('\n', start);
-        if (end == std::string_view::npos) {
-            lines.push_back(chunks_txt.substr(start));
-            break;
-        }
-        lines.push_back(chunks_txt.substr(start, end - start));
-        start = end + 1;
-    }
-    return lines;
-}
-
-std::optional<std::string> json_type_field(std::string_view line) {
-    TypeFieldReader reader;
-    json::sax_parse(line, &reader, json::input_format_t::json, /*strict=*/false);
-    return reader.type;
-}
-
-std::string frame_chunks_as_sse(std::string_view chunks_txt, Framing framing) {
-    std::string wire;
-    wire.reserve(chunks_txt.size() + chunks_txt.size() / 4 + 64);
-    for (const std::string_view line : chunk_lines(chunks_txt)) {
-        if (framing == Framing::typed_events) {
-            if (const auto type = json_type_field(line)) {
-                wire += "event: ";
-                wire += *type;
-                wire += '\n';
-            }
-        }
-        wire += "data: ";
-        wire += line;
-        wire += "\n\n";
-    }
-    if (framing == Framing::chat_completions) wire += "data: [DONE]\n\n";
-    return wire;
-}
-
-bool looks_like_sse_wire(std::string_view text) {
-    if (starts_with(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
-    for (const std::string_view field : {"event:", "data:", "id:", "retry:", ":"}) {
-        if (starts_with(text, field)) return true;
-    }
-    return false;
 }
 
 Framing framing_for(const std::filesystem::path& chunks_file, std::string_view chunks_txt) {

@@ -3,6 +3,8 @@
 /// Helpers for the tests that read recorded provider traffic from ULLM_FIXTURES_DIR
 /// (../shared/fixtures, read in place; see its README.md for the formats).
 
+#include <ullm/testing/replay.hpp>
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -23,30 +25,12 @@ std::vector<std::filesystem::path> fixture_files(std::string_view subdir, std::s
 /// read.
 std::string read_file(const std::filesystem::path& path);
 
-/// How the payload lines of a `*.chunks.txt` file go on the wire (fixtures README).
-enum class Framing {
-    data_only,         ///< `data: LINE\n\n` per line (Gemini `alt=sse`).
-    chat_completions,  ///< `data: LINE\n\n` per line, then `data: [DONE]\n\n`.
-    typed_events,      ///< `event: TYPE\ndata: LINE\n\n`, TYPE = the line's JSON "type".
-};
-
-/// The lines of a `*.chunks.txt` file: split on LF, without the empty text after a final LF.
-/// Never throws except `std::bad_alloc`.
-std::vector<std::string_view> chunk_lines(std::string_view chunks_txt);
-
-/// The value of the top-level "type" string of a JSON object line, read up to the first syntax
-/// error (so a line whose JSON breaks after "type" still has one). Never throws.
-std::optional<std::string> json_type_field(std::string_view line);
-
-/// Turns a `*.chunks.txt` file (one SSE data payload per line) into the bytes a server sends.
-/// With `typed_events`, a line without a "type" string is framed without an `event:` line.
-/// Never throws except `std::bad_alloc`.
-std::string frame_chunks_as_sse(std::string_view chunks_txt, Framing framing);
-
-/// Whether a text already is an SSE wire body (its first line is an `event:`, `data:`, `id:`,
-/// `retry:` or comment line) rather than one payload per line. A few `*.chunks.txt` files are.
-/// Never throws.
-bool looks_like_sse_wire(std::string_view text);
+// The framing helpers live in the public testing layer; these names keep the tests short.
+using Framing = ullm::testing::ChunkFraming;
+using ullm::testing::chunk_lines;
+using ullm::testing::frame_chunks_as_sse;
+using ullm::testing::json_type_field;
+using ullm::testing::looks_like_sse_wire;
 
 /// The framing of a `*.chunks.txt` file: by provider folder (openai-chat and
 /// openai-compatible: `chat_completions`; anthropic and openai-responses: `typed_events`;
