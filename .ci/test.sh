@@ -1,6 +1,7 @@
 #!/bin/sh
 # The whole test suite, as CI runs it: formatting, a -Werror build with every test (unit,
-# integration, header self-containment, packaging), then the suite again under ASan+UBSan.
+# integration, header self-containment, packaging, examples), the suite again under
+# ASan+UBSan, and the threaded parts under TSan.
 set -eu
 cd "$(dirname "$0")/.."
 sh .ci/deps.sh
@@ -23,5 +24,11 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DULLM_WERROR=ON \
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build/asan --output-on-failure -j "$jobs"
+
+echo "== threaded parts (transport, client, test server) under ThreadSanitizer"
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DULLM_WERROR=ON \
+    -DULLM_SANITIZE=thread -DULLM_BUILD_BENCHMARKS=OFF -DULLM_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build build/tsan -j "$jobs" --target ullm_integration_tests
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build/tsan/tests/ullm_integration_tests
 
 echo "== all tests passed"

@@ -110,9 +110,7 @@ int main() {
         request.model = "demo-model";
         request.system = "You are a concise weather assistant.";
         request.messages = {ullm::Message::user("What is the weather in Berlin?")};
-        for (const auto& tool : tools.tools()) {
-            request.tools.push_back({tool.name(), tool.description(), tool.parameters()});
-        }
+        for (const auto& tool : tools.tools()) request.tools.push_back(tool.declaration());
 
         fmt::print("user> What is the weather in Berlin?\nassistant> ");
         auto first = stream_round(transport, provider, request);

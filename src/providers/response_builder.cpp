@@ -125,16 +125,6 @@ namespace {
                                                             model + "\" does not support " + what);
 }
 
-// A provider only advertises tools; running them is the caller's business. The tool rules
-// are checked through the tools layer so that both boundaries apply the very same ones.
-Tool as_declared_tool(const ToolSpec& spec) {
-    return define_tool(
-        ToolDefinition{.name = spec.name,
-                       .description = spec.description,
-                       .parameters = spec.parameters,
-                       .execute = [](const json&, ToolContext&) -> json { return nullptr; }});
-}
-
 }  // namespace
 
 void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,
@@ -190,10 +180,7 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
         throw ProviderCapabilityError("invalid_provider_options",
                                       "provider_options must be a JSON object");
     }
-    std::vector<Tool> tools;
-    tools.reserve(request.tools.size());
-    for (const auto& spec : request.tools) tools.push_back(as_declared_tool(spec));
-    validate_tools(tools);
+    validate_declarations(request.tools);
 }
 
 }  // namespace ullm::detail

@@ -3,6 +3,7 @@
 #include <ullm/tools/validator.hpp>
 
 #include <algorithm>
+#include <new>
 #include <set>
 #include <string_view>
 
@@ -59,6 +60,8 @@ void throw_argument_decode_error(const std::exception_ptr& error) {
         std::rethrow_exception(error);
     } catch (const ToolArgumentError&) {
         throw;
+    } catch (const std::bad_alloc&) {
+        throw;
     } catch (const std::exception& failure) {
         throw ToolArgumentError("", "could not be decoded: " + decode_reason(failure.what()));
     } catch (...) {
@@ -76,15 +79,16 @@ json Tool::execute(const json& arguments, ToolContext& context) const {
     return definition_->execute(arguments, context);
 }
 
-void validate_tool(const Tool& tool) {
-    const std::string& name = tool.name();
+namespace {
+
+void check_declaration(const std::string& name, const std::string& description,
+                       const json& parameters) {
     if (name.empty() || name.size() > max_tool_name_length ||
         !std::all_of(name.begin(), name.end(), valid_name_char)) {
         throw ToolDefinitionError(
             "invalid_tool_name",
             "tool name " + quote_name(name) + " is invalid: names must match [A-Za-z0-9_-]{1,64}");
     }
-    const std::string& description = tool.description();
     if (blank(description)) {
         throw ToolDefinitionError("invalid_tool_description",
                                   "tool " + quote_name(name) + " needs a non-empty description");
@@ -95,28 +99,48 @@ void validate_tool(const Tool& tool) {
             "the description of tool " + quote_name(name) + " is not valid UTF-8");
     }
     try {
-        validate_schema(tool.parameters());
+        validate_schema(parameters);
     } catch (const ToolDefinitionError& error) {
         throw ToolDefinitionError(error.code(),
                                   "tool " + quote_name(name) + ": " + error.message());
     }
-    if (!tool.definition().execute) {
-        throw ToolDefinitionError("missing_tool_execute",
-                                  "tool " + quote_name(name) + " has no execute callback");
-    }
 }
 
-void validate_tools(const std::vector<Tool>& tools) {
+template <class Item, class NameOf>
+void check_unique(const std::vector<Item>& items, NameOf name_of) {
     std::set<std::string_view> names;
-    for (const auto& tool : tools) {
-        validate_tool(tool);
-        if (!names.insert(tool.name()).second) {
+    for (const auto& item : items) {
+        if (!names.insert(name_of(item)).second) {
             throw ToolDefinitionError("duplicate_tool_name",
-                                      "tool name " + quote_name(tool.name()) +
+                                      "tool name " + quote_name(std::string(name_of(item))) +
                                           " is used twice; names must be unique (compared "
                                           "exactly and case-sensitively)");
         }
     }
+}
+
+}  // namespace
+
+void validate_declaration(const ToolDeclaration& declaration) {
+    check_declaration(declaration.name, declaration.description, declaration.parameters);
+}
+
+void validate_declarations(const std::vector<ToolDeclaration>& declarations) {
+    for (const auto& declaration : declarations) validate_declaration(declaration);
+    check_unique(declarations, [](const ToolDeclaration& d) -> std::string_view { return d.name; });
+}
+
+void validate_tool(const Tool& tool) {
+    check_declaration(tool.name(), tool.description(), tool.parameters());
+    if (!tool.definition().execute) {
+        throw ToolDefinitionError("missing_tool_execute",
+                                  "tool " + quote_name(tool.name()) + " has no execute callback");
+    }
+}
+
+void validate_tools(const std::vector<Tool>& tools) {
+    for (const auto& tool : tools) validate_tool(tool);
+    check_unique(tools, [](const Tool& t) -> std::string_view { return t.name(); });
 }
 
 }  // namespace ullm

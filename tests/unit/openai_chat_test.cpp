@@ -495,7 +495,8 @@ TEST_CASE("raw OpenAI SSE bodies decode, parallel tool calls reassembled by inde
     CHECK(truncated.response.finish_reason == ullm::FinishReason::length);
 }
 
-TEST_CASE("a stream that stops before its last chunk is truncated", "[openai_chat]") {
+TEST_CASE("Chat Completions: a stream that stops before its last chunk is truncated",
+          "[openai_chat]") {
     const ullm::OpenAiChatProvider provider;
     const std::string wire =
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n";
@@ -510,7 +511,8 @@ TEST_CASE("a stream that stops before its last chunk is truncated", "[openai_cha
     CHECK(error_code_of([&] { partial->finish(events); }) == "stream_truncated");
 }
 
-TEST_CASE("an error object inside a 200 stream is surfaced as an error", "[openai_chat]") {
+TEST_CASE("Chat Completions: an error object inside a 200 stream is surfaced as an error",
+          "[openai_chat]") {
     const ullm::OpenAiChatProvider provider({.provider_name = "openrouter"});
     auto decoder = provider.stream_decoder(request_for());
     std::vector<ullm::StreamEvent> events;
@@ -528,7 +530,8 @@ TEST_CASE("an error object inside a 200 stream is surfaced as an error", "[opena
     }
 }
 
-TEST_CASE("a usage chunk with null or empty choices is accepted", "[openai_chat]") {
+TEST_CASE("Chat Completions: a usage chunk with null or empty choices is accepted",
+          "[openai_chat]") {
     const ullm::OpenAiChatProvider provider;
     for (const std::string choices : {"[]", "null"}) {
         const std::string wire =
@@ -544,7 +547,7 @@ TEST_CASE("a usage chunk with null or empty choices is accepted", "[openai_chat]
     }
 }
 
-TEST_CASE("error bodies map to the error hierarchy", "[openai_chat]") {
+TEST_CASE("Chat Completions: error bodies map to the error hierarchy", "[openai_chat]") {
     const ullm::OpenAiChatProvider provider;
     auto status_error = [&](int status, const std::string& body, ullm::HttpHeaders headers = {}) {
         auto response = body_response(body, status);
@@ -585,6 +588,9 @@ TEST_CASE("error bodies map to the error hierarchy", "[openai_chat]") {
               R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})") ==
           "provider_error");
     CHECK(status_error(502, "<html>Bad gateway</html>") == "provider_error");
+    CHECK(status_error(200, R"({"error":"upstream failed"})") == "provider_error");
+    CHECK(status_error(200, R"({"error":{"code":429,"message":"upstream rate limit"}})") ==
+          "rate_limited");
     CHECK(status_error(200, "{not json") == "invalid_provider_response");
     CHECK(status_error(200, R"({"choices":[]})") == "invalid_provider_response");
     CHECK(status_error(200, "[1,2]") == "invalid_provider_response");

@@ -5,6 +5,7 @@
 #include <ullm/core/json.hpp>
 #include <ullm/core/message.hpp>
 #include <ullm/core/usage.hpp>
+#include <ullm/tools/tool.hpp>
 
 #include <chrono>
 #include <optional>
@@ -21,12 +22,7 @@ enum class FinishReason { stop, length, tool_call, content_filter, error };
 [[nodiscard]] std::string_view to_string(FinishReason reason) noexcept;
 
 /// A tool as a provider advertises it: name, description and JSON-schema parameters.
-struct ToolSpec {
-    std::string name;
-    std::string description;
-    json parameters = json::object();
-    friend bool operator==(const ToolSpec&, const ToolSpec&) = default;
-};
+using ToolSpec = ToolDeclaration;
 
 /// Whether and which tools the model may call.
 struct ToolChoice {

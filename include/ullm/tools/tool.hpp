@@ -45,6 +45,15 @@ struct ToolContext {
 /// returns the result shown to the model. Exceptions it throws become error results.
 using ToolCallback = std::function<json(const json& arguments, ToolContext& context)>;
 
+/// What a provider is told about a tool: its name, description and parameter schema. Used
+/// on its own where tools are only advertised (a stateless request) and not run.
+struct ToolDeclaration {
+    std::string name;
+    std::string description;
+    json parameters = json::object();
+    friend bool operator==(const ToolDeclaration&, const ToolDeclaration&) = default;
+};
+
 /// Everything that defines an untyped tool; written with designated initialisers.
 struct ToolDefinition {
     /// The name the model calls the tool by; must match `[A-Za-z0-9_-]{1,64}`.
@@ -89,6 +98,10 @@ public:
     [[nodiscard]] const json& parameters() const noexcept { return definition_->parameters; }
     /// The whole definition.
     [[nodiscard]] const ToolDefinition& definition() const noexcept { return *definition_; }
+    /// The name, description and parameters, as a provider advertises them.
+    [[nodiscard]] ToolDeclaration declaration() const {
+        return {definition_->name, definition_->description, definition_->parameters};
+    }
     /// Whether `other` is a copy of this tool (the same `define_tool` call).
     [[nodiscard]] bool same_as(const Tool& other) const noexcept {
         return definition_ == other.definition_;
@@ -147,6 +160,16 @@ template <ToolArguments Args>
                                .parameters = std::move(definition.parameters),
                                .execute = std::move(callback)});
 }
+
+/// Checks a declaration against the definition rules: name matches `[A-Za-z0-9_-]{1,64}`
+/// (`invalid_tool_name`), description is valid UTF-8 and not empty or only whitespace
+/// (`invalid_tool_description`), parameters pass `validate_schema` (`invalid_tool_schema`,
+/// `unsupported_schema_keyword`). Throws `ToolDefinitionError`. Thread-safe.
+void validate_declaration(const ToolDeclaration& declaration);
+
+/// Checks every declaration with `validate_declaration`, then that no two share a name
+/// (compared exactly and case-sensitively; `duplicate_tool_name`). Thread-safe.
+void validate_declarations(const std::vector<ToolDeclaration>& declarations);
 
 /// Checks one tool against the definition rules: name matches `[A-Za-z0-9_-]{1,64}`
 /// (`invalid_tool_name`), description is valid UTF-8 and not empty or only whitespace
