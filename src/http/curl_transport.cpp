@@ -338,7 +338,8 @@ private:
         transfer.changed.notify_all();
     }
 
-    void detach(const std::shared_ptr<Transfer>& transfer, std::optional<Failure> failure) {
+    void detach(std::shared_ptr<Transfer> transfer,
+                std::optional<Failure> failure) {  // by value: it erases the map entry
         if (active_.erase(transfer->easy) == 0) return;
         publish_active_count();
         curl_multi_remove_handle(multi_, transfer->easy);
@@ -464,7 +465,9 @@ private:
                    Failure{"connection_failed", "the transport has been shut down", false});
         }
         while (!active_.empty()) {
-            detach(active_.begin()->second,
+            // A copy: detach() erases the map entry the reference would point into.
+            const std::shared_ptr<Transfer> transfer = active_.begin()->second;
+            detach(transfer,
                    Failure{"connection_failed", "the transport has been shut down", false});
         }
     }
