@@ -8,6 +8,7 @@
 // reported is part of the output), 2 when it is not a valid transcript, 64 for bad usage.
 
 #include <ullm/core/error.hpp>
+#include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/testing/replay.hpp>
 #include <ullm/version.hpp>
@@ -36,7 +37,8 @@ const char* const usage_text =
     "       ullm version\n"
     "\n"
     "decode prints the canonical events of a recorded response as JSON lines, then the final\n"
-    "response. NAME: openai, or an OpenAI-compatible server (ollama, groq, deepseek, mistral,\n"
+    "response. NAME: openai, anthropic, or an OpenAI-compatible server (ollama, groq, deepseek, "
+    "mistral,\n"
     "xai, together, openrouter, vllm, llamacpp, ...). FILE: a response body (--status gives its\n"
     "HTTP status, 200 by default), an SSE transcript, or a *.chunks.txt recording.\n";
 
@@ -47,6 +49,10 @@ struct Provider {
 
 std::optional<Provider> make_provider(const std::string& name) {
     if (name.empty()) return std::nullopt;
+    if (name == "anthropic") {
+        return Provider{std::make_unique<ullm::AnthropicProvider>(),
+                        ullm::testing::ChunkFraming::typed_events};
+    }
     return Provider{std::make_unique<ullm::OpenAiChatProvider>(ullm::OpenAiChatOptions{
                         .provider_name = name == "openai-chat" ? "openai" : name}),
                     ullm::testing::ChunkFraming::chat_completions};

@@ -2,6 +2,7 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/http/curl_transport.hpp>
+#include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/openai_chat.hpp>
 
 #include <algorithm>
@@ -257,6 +258,22 @@ Client Client::from_env(ClientOptions options) {
         openai.organization = env("OPENAI_ORG_ID");
         openai.project = env("OPENAI_PROJECT_ID");
         found.push_back(std::make_shared<OpenAiChatProvider>(std::move(openai)));
+    }
+    if (const auto key = env("ANTHROPIC_API_KEY"); !key.empty()) {
+        AnthropicOptions anthropic;
+        anthropic.api_key = key;
+        if (const auto base = env("ANTHROPIC_BASE_URL"); !base.empty()) {
+            anthropic.base_url = base;
+            // The SDKs take the host alone; the adapter wants everything before /messages.
+            while (!anthropic.base_url.empty() && anthropic.base_url.back() == '/') {
+                anthropic.base_url.pop_back();
+            }
+            if (anthropic.base_url.size() < 3 ||
+                anthropic.base_url.compare(anthropic.base_url.size() - 3, 3, "/v1") != 0) {
+                anthropic.base_url += "/v1";
+            }
+        }
+        found.push_back(std::make_shared<AnthropicProvider>(std::move(anthropic)));
     }
     OpenAiChatOptions ollama;
     ollama.provider_name = "ollama";

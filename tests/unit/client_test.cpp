@@ -114,7 +114,18 @@ TEST_CASE("from_env configures OpenAI and Ollama from the environment", "[client
               "http://gpu-box:11434/v1/chat/completions");
     }
     {
-        const ScopedEnv env({{"OPENAI_API_KEY", nullptr}, {"OLLAMA_HOST", nullptr}});
+        const ScopedEnv env(
+            {{"ANTHROPIC_API_KEY", "sk-ant-test"}, {"ANTHROPIC_BASE_URL", "http://127.0.0.1:9"}});
+        const auto client = ullm::Client::from_env();
+        const auto http =
+            client.route("claude-sonnet-4-5").provider->encode(ask("claude-sonnet-4-5"), false);
+        CHECK(http.url == "http://127.0.0.1:9/v1/messages");
+        CHECK(ullm::find_header(http.headers, "x-api-key") == "sk-ant-test");
+    }
+    {
+        const ScopedEnv env({{"OPENAI_API_KEY", nullptr},
+                             {"OLLAMA_HOST", nullptr},
+                             {"ANTHROPIC_API_KEY", nullptr}});
         const auto client = ullm::Client::from_env();
         CHECK(client.providers() == std::vector<std::string>{"ollama"});
         CHECK(client.route("ollama/qwen3").provider->encode(ask("qwen3"), false).url ==
