@@ -9,7 +9,9 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/providers/anthropic.hpp>
+#include <ullm/providers/gemini.hpp>
 #include <ullm/providers/openai_chat.hpp>
+#include <ullm/providers/openai_responses.hpp>
 #include <ullm/testing/replay.hpp>
 #include <ullm/version.hpp>
 
@@ -37,7 +39,8 @@ const char* const usage_text =
     "       ullm version\n"
     "\n"
     "decode prints the canonical events of a recorded response as JSON lines, then the final\n"
-    "response. NAME: openai, anthropic, or an OpenAI-compatible server (ollama, groq, deepseek, "
+    "response. NAME: openai, openai-responses, anthropic, gemini, or an OpenAI-compatible server "
+    "(ollama, groq, deepseek, "
     "mistral,\n"
     "xai, together, openrouter, vllm, llamacpp, ...). FILE: a response body (--status gives its\n"
     "HTTP status, 200 by default), an SSE transcript, or a *.chunks.txt recording.\n";
@@ -49,6 +52,14 @@ struct Provider {
 
 std::optional<Provider> make_provider(const std::string& name) {
     if (name.empty()) return std::nullopt;
+    if (name == "gemini") {
+        return Provider{std::make_unique<ullm::GeminiProvider>(),
+                        ullm::testing::ChunkFraming::data_only};
+    }
+    if (name == "openai-responses") {
+        return Provider{std::make_unique<ullm::OpenAiResponsesProvider>(),
+                        ullm::testing::ChunkFraming::typed_events};
+    }
     if (name == "anthropic") {
         return Provider{std::make_unique<ullm::AnthropicProvider>(),
                         ullm::testing::ChunkFraming::typed_events};

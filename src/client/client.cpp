@@ -3,7 +3,9 @@
 #include <ullm/core/error.hpp>
 #include <ullm/http/curl_transport.hpp>
 #include <ullm/providers/anthropic.hpp>
+#include <ullm/providers/gemini.hpp>
 #include <ullm/providers/openai_chat.hpp>
+#include <ullm/providers/openai_responses.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -257,7 +259,15 @@ Client Client::from_env(ClientOptions options) {
         if (const auto base = env("OPENAI_BASE_URL"); !base.empty()) openai.base_url = base;
         openai.organization = env("OPENAI_ORG_ID");
         openai.project = env("OPENAI_PROJECT_ID");
+        // The Responses API of the same account, routed as openai-responses/<model>.
+        OpenAiResponsesOptions responses;
+        responses.api_key = openai.api_key;
+        responses.base_url = openai.base_url;
+        responses.provider_name = "openai-responses";
+        responses.organization = openai.organization;
+        responses.project = openai.project;
         found.push_back(std::make_shared<OpenAiChatProvider>(std::move(openai)));
+        found.push_back(std::make_shared<OpenAiResponsesProvider>(std::move(responses)));
     }
     if (const auto key = env("ANTHROPIC_API_KEY"); !key.empty()) {
         AnthropicOptions anthropic;
@@ -274,6 +284,13 @@ Client Client::from_env(ClientOptions options) {
             }
         }
         found.push_back(std::make_shared<AnthropicProvider>(std::move(anthropic)));
+    }
+    std::string gemini_key = env("GEMINI_API_KEY");
+    if (gemini_key.empty()) gemini_key = env("GOOGLE_API_KEY");
+    if (!gemini_key.empty()) {
+        GeminiOptions gemini;
+        gemini.api_key = std::move(gemini_key);
+        found.push_back(std::make_shared<GeminiProvider>(std::move(gemini)));
     }
     OpenAiChatOptions ollama;
     ollama.provider_name = "ollama";

@@ -103,7 +103,10 @@ TEST_CASE("from_env configures OpenAI and Ollama from the environment", "[client
                              {"OPENAI_ORG_ID", "org-1"},
                              {"OLLAMA_HOST", "gpu-box:11434"}});
         const auto client = ullm::Client::from_env();
-        CHECK(client.providers() == std::vector<std::string>{"ollama", "openai"});
+        CHECK(client.providers() ==
+              std::vector<std::string>{"ollama", "openai", "openai-responses"});
+        CHECK(client.route("openai-responses/gpt-5").provider->encode(ask("gpt-5"), false).url ==
+              "http://127.0.0.1:9/v1/responses");
         const auto openai = client.route("gpt-4o");
         const auto http = openai.provider->encode(ask("gpt-4o"), false);
         CHECK(http.url == "http://127.0.0.1:9/v1/chat/completions");
@@ -120,12 +123,23 @@ TEST_CASE("from_env configures OpenAI and Ollama from the environment", "[client
         const auto http =
             client.route("claude-sonnet-4-5").provider->encode(ask("claude-sonnet-4-5"), false);
         CHECK(http.url == "http://127.0.0.1:9/v1/messages");
+    }
+    {
+        const ScopedEnv env({{"GEMINI_API_KEY", nullptr}, {"GOOGLE_API_KEY", "AIza-test-key"}});
+        const auto client = ullm::Client::from_env();
+        const auto http =
+            client.route("gemini-2.5-flash").provider->encode(ask("gemini-2.5-flash"), false);
+        CHECK(http.url.find(":generateContent") != std::string::npos);
+        CHECK(http.url.find("AIza") == std::string::npos);
+        CHECK(ullm::find_header(http.headers, "x-goog-api-key") == "AIza-test-key");
         CHECK(ullm::find_header(http.headers, "x-api-key") == "sk-ant-test");
     }
     {
         const ScopedEnv env({{"OPENAI_API_KEY", nullptr},
                              {"OLLAMA_HOST", nullptr},
-                             {"ANTHROPIC_API_KEY", nullptr}});
+                             {"ANTHROPIC_API_KEY", nullptr},
+                             {"GEMINI_API_KEY", nullptr},
+                             {"GOOGLE_API_KEY", nullptr}});
         const auto client = ullm::Client::from_env();
         CHECK(client.providers() == std::vector<std::string>{"ollama"});
         CHECK(client.route("ollama/qwen3").provider->encode(ask("qwen3"), false).url ==

@@ -56,7 +56,8 @@ public:
     explicit Client(ClientOptions options = {});
 
     /// A client configured from the environment: `OPENAI_API_KEY` (with `OPENAI_BASE_URL`,
-    /// `OPENAI_ORG_ID`, `OPENAI_PROJECT_ID`), `ANTHROPIC_API_KEY` (with `ANTHROPIC_BASE_URL`),
+    /// `OPENAI_ORG_ID`, `OPENAI_PROJECT_ID`; Chat Completions as `openai`, the Responses API as
+    /// `openai-responses/<model>`), `ANTHROPIC_API_KEY` (with `ANTHROPIC_BASE_URL`),
     /// `GEMINI_API_KEY` or `GOOGLE_API_KEY`, and `OLLAMA_HOST` (Ollama is always available as
     /// `ollama/<model>`, on localhost:11434 by default). Providers in `options` win over
     /// those from the environment.
