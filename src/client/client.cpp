@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <utility>
 
 namespace ullm {
 
@@ -122,6 +123,10 @@ public:
             if (finished_) return std::nullopt;
             if (stop_.stop_requested()) throw CancelledError("the stream was cancelled");
             try {
+                if (deferred_error_) {
+                    const auto error = std::exchange(deferred_error_, nullptr);
+                    std::rethrow_exception(error);
+                }
                 pump();
             } catch (const CancelledError&) {
                 throw;
@@ -167,10 +172,16 @@ private:
             return;
         }
         if (!http_) start_attempt();
-        if (http_->read(bytes_)) {
-            decoder_->feed(bytes_, buffer_);
-        } else {
-            decoder_->finish(buffer_);
+        try {
+            if (http_->read(bytes_)) {
+                decoder_->feed(bytes_, buffer_);
+            } else {
+                decoder_->finish(buffer_);
+            }
+        } catch (...) {
+            // Events decoded before the failure in the same bytes are delivered first.
+            if (buffer_.empty()) throw;
+            deferred_error_ = std::current_exception();
         }
         for (auto& event : buffer_) pending_.push_back(std::move(event));
         buffer_.clear();
@@ -218,6 +229,7 @@ private:
     std::deque<StreamEvent> pending_;
     std::optional<ChatResponse> response_;
     std::optional<std::chrono::milliseconds> retry_wait_;
+    std::exception_ptr deferred_error_;
     int attempt_ = 1;
     bool finished_ = false;
     std::stop_callback<std::function<void()>> on_stop_;

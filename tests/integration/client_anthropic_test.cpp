@@ -151,7 +151,8 @@ TEST_CASE("Anthropic: a 529 before the stream is retried; one mid-stream is surf
         CHECK(retries == std::vector<std::string>{"provider_overloaded"});
         CHECK(stream.response()->text == "Sunny in Berlin.");
     }
-    {
+    // In one write (the text and the error decoded from the same bytes) and in pieces.
+    for (const std::size_t chunk_size : {std::size_t{0}, std::size_t{50}}) {
         TestServer server;
         const std::string broken = message_start(10) +
                                    event({{"type", "content_block_start"},
@@ -159,7 +160,7 @@ TEST_CASE("Anthropic: a 529 before the stream is retried; one mid-stream is surf
                                           {"content_block", {{"type", "text"}, {"text", ""}}}}) +
                                    block_delta(0, {{"type", "text_delta"}, {"text", "Partial"}}) +
                                    "event: error\ndata: " + overloaded + "\n\n";
-        server.enqueue(ScriptedResponse::sse(broken, 50));
+        server.enqueue(ScriptedResponse::sse(broken, chunk_size));
         auto stream = client_for(server).stream(weather_request());
         std::string text;
         try {
