@@ -5,6 +5,7 @@
 
 #include "support/catch.hpp"
 #include "support/fixtures.hpp"
+#include "support/openapi_checker.hpp"
 
 using ullm::json;
 namespace fs = std::filesystem;
@@ -639,4 +640,67 @@ TEST_CASE("every Chat Completions fixture decodes or fails with a stable code",
     }
     CHECK(decoded >= 40);
     CHECK(failed >= 4);
+}
+
+TEST_CASE("Chat Completions request bodies validate against the OpenAPI spec",
+          "[openai_chat][spec]") {
+    const ullm::OpenAiChatProvider provider;
+    ullm::ChatRequest request = request_for("gpt-4o");
+    request.system = "Be brief.";
+    request.messages = {
+        ullm::Message{ullm::Role::user,
+                      {ullm::TextPart{"What is in this image, and the weather there?"},
+                       ullm::ImagePart{"", "aGVsbG8=", "image/png"},
+                       ullm::DocumentPart{"", "JVBERi0=", "application/pdf", "notes.pdf"}},
+                      json::object(),
+                      std::nullopt},
+        ullm::Message{ullm::Role::assistant,
+                      {ullm::TextPart{"Let me check."},
+                       ullm::ToolCallPart{"call_1", "lookup_weather", {{"city", "Berlin"}}}},
+                      json::object(),
+                      std::nullopt},
+        ullm::Message::tool_results({{"call_1", "lookup_weather", {{"forecast", "Sunny"}}, false}}),
+    };
+    request.tools = {{"lookup_weather",
+                      "Look up the weather",
+                      {{"type", "object"},
+                       {"properties", {{"city", {{"type", "string"}}}}},
+                       {"required", {"city"}},
+                       {"additionalProperties", false}}}};
+    request.tool_choice = ullm::ToolChoice::tool("lookup_weather");
+    request.max_tokens = 300;
+    request.temperature = 0.2;
+    request.top_p = 0.9;
+    request.stop = {"END"};
+    request.response_format = ullm::ResponseFormat{
+        "answer", {{"type", "object"}, {"properties", {{"text", {{"type", "string"}}}}}}, true};
+    for (const bool stream : {false, true}) {
+        const json body = provider.encode_body(request, stream);
+        const auto top_level =
+            ullm::test::spec().properties(ullm::test::spec().schema("CreateChatCompletionRequest"));
+        for (const auto& item : body.items()) {
+            INFO(item.key());
+            CHECK(top_level.count(item.key()) == 1);
+        }
+        for (const auto& message : body.at("messages")) {
+            INFO(message.dump());
+            CHECK(ullm::test::spec().check(message, "ChatCompletionRequestMessage").empty());
+        }
+        const std::string why = ullm::test::spec().check(body, "CreateChatCompletionRequest");
+        INFO(why);
+        CHECK(why.empty());
+    }
+    for (const auto& choice :
+         {ullm::ToolChoice::automatic(), ullm::ToolChoice::none(), ullm::ToolChoice::required()}) {
+        request.tool_choice = choice;
+        CHECK(ullm::test::spec().check(provider.encode_body(request, false),
+                                       "CreateChatCompletionRequest") == "");
+    }
+    // The checker is not vacuous: an invented field and a wrong type are refused.
+    json bogus = provider.encode_body(request, false);
+    bogus["temperature"] = "hot";
+    CHECK_FALSE(ullm::test::spec().check(bogus, "CreateChatCompletionRequest").empty());
+    bogus = provider.encode_body(request, false);
+    bogus["messages"][0]["speaker"] = "system";
+    CHECK_FALSE(ullm::test::spec().check(bogus, "CreateChatCompletionRequest").empty());
 }
