@@ -989,24 +989,10 @@ json OpenAiResponsesProvider::encode_body(const ChatRequest& request, bool strea
 }
 
 HttpRequest OpenAiResponsesProvider::encode(const ChatRequest& request, bool stream) const {
-    HttpRequest http;
-    http.method = "POST";
-    http.url = options_.base_url + "/responses";
-    http.body = encode_body(request, stream).dump(-1, ' ', false, json::error_handler_t::replace);
-    http.headers = {{"Content-Type", "application/json"}};
-    if (stream) http.headers.emplace_back("Accept", "text/event-stream");
-    if (!options_.api_key.empty()) {
-        http.headers.emplace_back("Authorization", "Bearer " + options_.api_key);
-        http.secrets.push_back(options_.api_key);
-    }
-    if (!options_.organization.empty()) {
-        http.headers.emplace_back("OpenAI-Organization", options_.organization);
-    }
-    if (!options_.project.empty()) http.headers.emplace_back("OpenAI-Project", options_.project);
-    for (const auto& header : options_.extra_headers) http.headers.push_back(header);
-    http.connect_timeout = options_.connect_timeout;
-    http.idle_timeout = options_.idle_timeout;
-    return http;
+    return detail::openai_http_request(
+        options_.base_url + "/responses", encode_body(request, stream), stream, options_.api_key,
+        options_.organization, options_.project, options_.extra_headers, options_.connect_timeout,
+        options_.idle_timeout);
 }
 
 ChatResponse OpenAiResponsesProvider::decode(const HttpResponse& response,
