@@ -5,6 +5,7 @@
 /// `[ullm.<code>]`. Every code is listed in docs/errors.md.
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -170,6 +171,94 @@ class ProviderCapabilityError : public Error {
 public:
     ProviderCapabilityError(std::string code, const std::string& message, int status = 400)
         : Error(std::move(code), message, status, false) {}
+};
+
+/// A conversation turn asked for more tool rounds than `max_tool_rounds` allows. Code
+/// `max_tool_rounds_exceeded`, status 422, not retryable. `max_rounds()` is the limit.
+class MaxToolRoundsError : public Error {
+public:
+    explicit MaxToolRoundsError(int max_rounds)
+        : Error("max_tool_rounds_exceeded",
+                "the model asked for another tool round after " + std::to_string(max_rounds) +
+                    " round(s); raise max_tool_rounds or change the prompt",
+                422, false),
+          max_rounds_(max_rounds) {}
+    [[nodiscard]] int max_rounds() const noexcept { return max_rounds_; }
+
+private:
+    int max_rounds_;
+};
+
+/// The next model request would exceed the spend cap of the conversation or of the turn.
+/// Code `budget_exceeded`, status 402, not retryable. `remaining_usd()` is what the cap still
+/// allowed and `estimated_usd()` what the request could cost.
+class BudgetExceededError : public Error {
+public:
+    BudgetExceededError(const std::string& message, double remaining_usd, double estimated_usd)
+        : Error("budget_exceeded", message, 402, false),
+          remaining_usd_(remaining_usd),
+          estimated_usd_(estimated_usd) {}
+    [[nodiscard]] double remaining_usd() const noexcept { return remaining_usd_; }
+    [[nodiscard]] double estimated_usd() const noexcept { return estimated_usd_; }
+
+private:
+    double remaining_usd_;
+    double estimated_usd_;
+};
+
+/// A conversation snapshot is malformed; nothing was restored. `path()` is the JSON pointer of
+/// the failing value and `constraint()` the rule it broke. Code `invalid_conversation_snapshot`,
+/// status 422, not retryable.
+class InvalidConversationSnapshotError : public Error {
+public:
+    InvalidConversationSnapshotError(std::string path, std::string constraint)
+        : Error("invalid_conversation_snapshot",
+                "at " + (path.empty() ? std::string("/") : path) + ": " + constraint, 422),
+          path_(std::move(path)),
+          constraint_(std::move(constraint)) {}
+    [[nodiscard]] const std::string& path() const noexcept { return path_; }
+    [[nodiscard]] const std::string& constraint() const noexcept { return constraint_; }
+
+private:
+    std::string path_;
+    std::string constraint_;
+};
+
+/// A turn, stream or `clear()` was started while a tool callback of the same conversation is
+/// running (or, for `clear()`, while a turn is in progress). Code `conversation_busy`,
+/// status 409, not retryable.
+class ConversationBusyError : public Error {
+public:
+    explicit ConversationBusyError(const std::string& message)
+        : Error("conversation_busy", message, 409, false) {}
+};
+
+/// A session store write found a different version than the writer expected: another writer
+/// got there first. Code `session_store_conflict`, status 409, retryable (reload and retry).
+class SessionStoreConflictError : public Error {
+public:
+    SessionStoreConflictError(const std::string& message, std::uint64_t expected_version,
+                              std::uint64_t actual_version)
+        : Error("session_store_conflict", message, 409, true),
+          expected_version_(expected_version),
+          actual_version_(actual_version) {}
+    /// The version the writer expected (0: the session must not exist yet).
+    [[nodiscard]] std::uint64_t expected_version() const noexcept { return expected_version_; }
+    /// The version found (0: the session does not exist).
+    [[nodiscard]] std::uint64_t actual_version() const noexcept { return actual_version_; }
+
+private:
+    std::uint64_t expected_version_;
+    std::uint64_t actual_version_;
+};
+
+/// A session store could not read or write its storage (I/O error, full disk, a database it
+/// cannot open, a record that is not what it wrote). Code `session_store_failed`, status 500,
+/// retryable when the cause may be transient (`database is locked`, `EINTR`).
+class SessionStoreError : public Error {
+public:
+    SessionStoreError(const std::string& message, bool retryable = false)
+        : Error("session_store_failed", message, 500, retryable) {}
 };
 
 }  // namespace ullm

@@ -1,0 +1,80 @@
+#pragma once
+
+/// The persisted form of a conversation (`ConversationSnapshot`), its running totals, and the
+/// fail-closed codec between them and JSON.
+
+#include <ullm/core/json.hpp>
+#include <ullm/core/message.hpp>
+#include <ullm/core/usage.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ullm {
+
+/// What a conversation has used so far, summed over every model round it paid for. A value
+/// type.
+struct ConversationTotals {
+    std::int64_t input_tokens = 0;         ///< Prompt tokens, cached ones included.
+    std::int64_t output_tokens = 0;        ///< Generated tokens, reasoning included.
+    std::int64_t reasoning_tokens = 0;     ///< Hidden reasoning tokens (inside output).
+    std::int64_t cached_read_tokens = 0;   ///< Prompt tokens read from the provider's cache.
+    std::int64_t cached_write_tokens = 0;  ///< Prompt tokens written to the provider's cache.
+    double cost_usd = 0;                   ///< Spend in USD (rounds without a price add 0).
+    std::int64_t rounds = 0;               ///< Model requests made.
+    friend bool operator==(const ConversationTotals&, const ConversationTotals&) = default;
+
+    /// Adds one model round's usage (its cost when known) and counts the round.
+    ConversationTotals& operator+=(const Usage& usage) noexcept;
+};
+
+/// `{"input_tokens": …, "output_tokens": …, …, "cost_usd": …, "rounds": …}`.
+[[nodiscard]] json totals_to_json(const ConversationTotals& totals);
+
+/// Everything a conversation persists. History and totals come from here on restore;
+/// everything else a conversation does (system prompt, model, tools, budget, limits) comes from
+/// the caller's current options, never from a snapshot.
+struct ConversationSnapshot {
+    /// The format version `snapshot_to_json` writes and `parse_snapshot` accepts.
+    static constexpr int format_version = 1;
+
+    std::string session_id;
+    std::string tenant;
+    std::vector<Message> messages;  ///< History without the system prompt, replay state kept.
+    ConversationTotals totals;
+    std::chrono::system_clock::time_point created_at;
+    std::chrono::system_clock::time_point updated_at;
+    friend bool operator==(const ConversationSnapshot&, const ConversationSnapshot&) = default;
+};
+
+/// Limits `parse_snapshot` enforces, so that a hostile or corrupt record cannot exhaust memory.
+struct SnapshotLimits {
+    std::size_t max_messages = 100'000;
+    std::size_t max_bytes = 64u << 20;        ///< Of the JSON text, when parsing text.
+    std::size_t max_replay_bytes = 4u << 20;  ///< Of one message's replay sidecar.
+};
+
+/// The snapshot as JSON: `{"format": "ullm.conversation", "version": 1, "session_id", "tenant",
+/// "created_at", "updated_at" (RFC 3339, UTC, milliseconds), "totals", "messages"}` with each
+/// message's replay sidecar. Thread-safe.
+[[nodiscard]] json snapshot_to_json(const ConversationSnapshot& snapshot);
+
+/// Parses a snapshot, failing closed: any malformed message, timestamp, total, unknown key,
+/// non-finite number, over-deep nesting or exceeded limit throws
+/// `InvalidConversationSnapshotError` with the JSON pointer and the rule it broke, and nothing
+/// partial is returned. Thread-safe.
+[[nodiscard]] ConversationSnapshot parse_snapshot(const json& value,
+                                                  const SnapshotLimits& limits = {});
+
+/// Parses snapshot JSON text (as a session store holds it); malformed JSON is an
+/// `InvalidConversationSnapshotError` at path "" too.
+[[nodiscard]] ConversationSnapshot parse_snapshot_text(std::string_view text,
+                                                       const SnapshotLimits& limits = {});
+
+/// A time point as RFC 3339 UTC with milliseconds, e.g. "2026-11-29T22:58:25.123Z".
+[[nodiscard]] std::string format_timestamp(std::chrono::system_clock::time_point time);
+
+}  // namespace ullm
