@@ -1,6 +1,8 @@
 #include <ullm/detail/json_checks.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 namespace ullm::detail {
@@ -36,6 +38,99 @@ JsonSafetyViolation check_json_safe(const json& value, const std::string& path,
                 pending.push_back({&element, pointer_append(item.path, index++), item.depth + 1});
             }
         }
+    }
+    return {};
+}
+
+bool is_valid_utf8(std::string_view text) noexcept {
+    std::size_t i = 0;
+    const std::size_t size = text.size();
+    while (i < size) {
+        const auto lead = static_cast<unsigned char>(text[i]);
+        if (lead < 0x80) {
+            ++i;
+            continue;
+        }
+        std::size_t length = 0;
+        std::uint32_t code = 0;
+        if (lead >= 0xC2 && lead <= 0xDF) {
+            length = 2;
+            code = lead & 0x1Fu;
+        } else if (lead >= 0xE0 && lead <= 0xEF) {
+            length = 3;
+            code = lead & 0x0Fu;
+        } else if (lead >= 0xF0 && lead <= 0xF4) {
+            length = 4;
+            code = lead & 0x07u;
+        } else {
+            return false;  // a continuation byte, an overlong lead (C0, C1) or past F4
+        }
+        if (size - i < length) return false;
+        for (std::size_t k = 1; k < length; ++k) {
+            const auto next = static_cast<unsigned char>(text[i + k]);
+            if ((next & 0xC0u) != 0x80u) return false;
+            code = (code << 6) | (next & 0x3Fu);
+        }
+        if ((length == 3 && code < 0x800) || (length == 4 && code < 0x10000) ||
+            (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) {
+            return false;
+        }
+        i += length;
+    }
+    return true;
+}
+
+bool is_prototype_sensitive_key(std::string_view key) noexcept {
+    return key == "__proto__" || key == "constructor" || key == "prototype";
+}
+
+JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
+                                     const JsonRules& rules) {
+    struct Item {
+        const json* value;
+        std::string path;
+        std::size_t depth;
+    };
+    const auto at = [](const std::string& where) { return where.empty() ? "/" : where; };
+    std::vector<Item> pending{{&value, path, 0}};
+    while (!pending.empty()) {
+        Item item = std::move(pending.back());
+        pending.pop_back();
+        const json& current = *item.value;
+        if (current.is_number_float() && !std::isfinite(current.get<double>())) {
+            return {at(item.path), "must be a finite number"};
+        }
+        if (rules.utf8 && current.is_string() &&
+            !is_valid_utf8(current.get_ref<const std::string&>())) {
+            return {at(item.path), "must be valid UTF-8 text"};
+        }
+        if (!current.is_structured()) continue;
+        if (item.depth >= rules.max_depth) {
+            return {at(item.path),
+                    "nests deeper than " + std::to_string(rules.max_depth) + " levels"};
+        }
+        const std::size_t first_child = pending.size();
+        if (current.is_object()) {
+            for (auto it = current.begin(); it != current.end(); ++it) {
+                if (rules.utf8 && !is_valid_utf8(it.key())) {
+                    return {at(item.path), "has a key that is not valid UTF-8"};
+                }
+                if (rules.no_prototype_keys && is_prototype_sensitive_key(it.key())) {
+                    return {pointer_append(item.path, it.key()),
+                            "is an unsafe key (\"" + it.key() +
+                                "\" is prototype-sensitive and never accepted)"};
+                }
+                pending.push_back(
+                    {&it.value(), pointer_append(item.path, it.key()), item.depth + 1});
+            }
+        } else {
+            std::size_t index = 0;
+            for (const auto& element : current) {
+                pending.push_back({&element, pointer_append(item.path, index++), item.depth + 1});
+            }
+        }
+        // Children were pushed in document order; reverse them so they pop in that order.
+        std::reverse(pending.begin() + static_cast<std::ptrdiff_t>(first_child), pending.end());
     }
     return {};
 }

@@ -48,4 +48,25 @@ struct JsonSafetyViolation {
 [[nodiscard]] JsonSafetyViolation check_json_safe(const json& value, const std::string& path,
                                                   std::size_t max_depth = max_json_depth);
 
+/// Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates, nothing past
+/// U+10FFFF).
+[[nodiscard]] bool is_valid_utf8(std::string_view text) noexcept;
+
+/// Whether `key` is a property name that JavaScript consumers of the same data treat specially
+/// (`__proto__`, `constructor`, `prototype`).
+[[nodiscard]] bool is_prototype_sensitive_key(std::string_view key) noexcept;
+
+/// What `check_json_rules` enforces besides finite numbers.
+struct JsonRules {
+    std::size_t max_depth = max_json_depth;  ///< Containers nest at most this deep.
+    bool utf8 = true;                        ///< Every string and key is valid UTF-8.
+    bool no_prototype_keys = true;           ///< No key is prototype-sensitive.
+};
+
+/// `check_json_safe` plus the optional rules of `rules`, reporting the first violation in
+/// document order. A key that is not valid UTF-8 is reported at its object's path, so that the
+/// path itself is always valid UTF-8. Iterative.
+[[nodiscard]] JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
+                                                   const JsonRules& rules = {});
+
 }  // namespace ullm::detail
