@@ -33,18 +33,24 @@ public:
     [[nodiscard]] virtual std::vector<Message> trim(std::vector<Message> messages) = 0;
 };
 
-/// A rough token count of a message: about 4 characters per token of its JSON form, at least 1.
+/// A rough token count of a message: about 4 characters per token of its canonical JSON form
+/// (without the replay sidecar, which is opaque provider state; inline image and document
+/// data count by their size), at least 1. Thread-safe.
 [[nodiscard]] std::int64_t estimate_tokens(const Message& message);
 
 /// Whether a message is pinned: its metadata has `"pinned": true`. Context managers never drop
 /// pinned messages.
 [[nodiscard]] bool is_pinned(const Message& message);
 
-/// Checks a context manager's output before it is used: every message is a valid canonical
-/// message (by its JSON round trip), no message has the system role, every tool message
-/// answers tool calls of the assistant message right before it (by id, each call answered),
-/// and the output is not empty when `input_size > 0`. Throws `ProviderCapabilityError`
-/// `invalid_context_manager_output` (status 400) naming the index and the rule. Thread-safe.
+/// Checks a context manager's output before it is used: the output is not empty when
+/// `input_size > 0`; no message has the system role; every message is a valid canonical
+/// message (by its JSON round trip: finite numbers, valid UTF-8, at most 256 levels deep,
+/// parts its role may hold); every tool message directly follows an assistant message with
+/// tool calls and answers only those calls, each once; the call ids of one message are
+/// distinct; and every tool call is answered by the next message, unless its message is the
+/// last one (its results are still to come). Throws `ProviderCapabilityError`
+/// `invalid_context_manager_output` (status 400) naming the message index and the rule.
+/// Thread-safe.
 void validate_context(const std::vector<Message>& output, std::size_t input_size);
 
 /// Options of `SlidingWindowStrategy`; at least one limit must be set.
@@ -53,10 +59,15 @@ struct SlidingWindowOptions {
     std::optional<std::int64_t> max_tokens;   ///< At most about this many tokens (≥ 1).
 };
 
-/// Keeps the most recent messages inside a window of messages and/or tokens. Never drops a
-/// pinned message or the latest user message, and never separates a tool call from its result
-/// (a tool call and its results are kept or dropped together), so the window may exceed a
-/// limit when those rules require it. Stateless; thread-safe.
+/// Keeps the most recent messages inside a window of messages and/or tokens (by
+/// `estimate_tokens`). An assistant message with tool calls and the tool message after it are
+/// kept or dropped together. Always kept, even when they alone exceed the limits: pinned
+/// messages (in their original order) and the turn being answered (the latest user message and
+/// every message after it, such as the tool rounds of that turn). The remaining room is filled
+/// with the most recent units, newest first, stopping at the first that does not fit. Without
+/// a user message or pinned message the newest unit is always kept, so the output is never
+/// empty. The output may begin with an assistant message, never with a tool message (for valid
+/// input). Stateless; thread-safe.
 class SlidingWindowStrategy : public ContextManager {
 public:
     /// Throws `ProviderCapabilityError` `invalid_context_window` when no limit is set or a limit
@@ -76,20 +87,31 @@ using Summariser = std::function<std::string(const std::vector<Message>& message
 /// Options of `SummarisationStrategy`.
 struct SummarisationOptions {
     std::size_t max_messages = 20;       ///< Summarise once more than this many messages (≥ 2).
-    std::size_t keep_last_messages = 4;  ///< Sent verbatim after the summary (< max_messages).
+    std::size_t keep_last_messages = 4;  ///< Sent verbatim after the summary (1..max_messages-1).
     Summariser summarizer;               ///< Must be set.
 };
 
-/// Once the messages exceed `max_messages`, replaces all but the last `keep_last_messages`
-/// (moved earlier as needed so that no tool result is separated from its call, and pinned
-/// messages kept) with one user message holding the summary, marked in its metadata with
-/// `{"summary": true, "summarised_messages": N}`. The summary of a prefix is remembered, so a
-/// later trim of the same conversation only summarises the earlier summary plus the messages
-/// added since. Thread-safe; the summariser is called without a lock held. Exceptions the
-/// summariser throws propagate unchanged.
+/// Once the messages exceed `max_messages`, sends
+/// `[summary] + pinned messages of the summarised part + tail`. The tail is the last
+/// `keep_last_messages`, moved earlier so that it does not begin with a tool message and
+/// includes the latest user message (the turn being answered). Before the tail, pinned
+/// messages (with their tool call or result partner) stay verbatim and are not given to the
+/// summariser; everything else is summarised into one user message
+/// `"Summary of the earlier conversation:\n<text>"` with metadata
+/// `{"summary": true, "summarised_messages": N}` (N original messages).
+///
+/// The last summary and the exact messages it covers are remembered: when the messages to
+/// summarise begin with them, the summariser receives only the earlier summary message plus
+/// the messages added since (and is not called when nothing was added); otherwise it
+/// summarises from scratch. One summary is remembered per strategy, so a strategy shared
+/// between conversations stays correct but summarises more. An empty or blank summary throws
+/// `ProviderCapabilityError` `invalid_context_manager_output`. Thread-safe; the summariser is
+/// called without a lock held. Exceptions the summariser throws propagate unchanged and leave
+/// the remembered summary as it was.
 class SummarisationStrategy : public ContextManager {
 public:
-    /// Throws `ProviderCapabilityError` `invalid_context_window` for invalid options.
+    /// Throws `ProviderCapabilityError` `invalid_context_window` for invalid options (limits out
+    /// of range, no summariser).
     explicit SummarisationStrategy(SummarisationOptions options);
     [[nodiscard]] bool should_trim(std::vector<Message> messages) override;
     [[nodiscard]] std::vector<Message> trim(std::vector<Message> messages) override;
