@@ -22,6 +22,7 @@ struct Client::State {
     std::shared_ptr<Transport> transport;
     RetryPolicy retry;
     std::shared_ptr<const PriceTable> prices;
+    std::shared_ptr<SessionStore> session_store;
     mutable std::shared_mutex mutex;
     std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
 };
@@ -62,6 +63,8 @@ std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& policy, 
     std::optional<std::chrono::milliseconds> hint;
     if (const auto* limited = dynamic_cast<const RateLimitError*>(&error)) {
         hint = limited->retry_after();
+    } else if (const auto* failed = dynamic_cast<const ProviderError*>(&error)) {
+        hint = failed->retry_after();
     }
     return policy.delay_before(attempt, hint, RetryPolicy::random_unit());
 }
@@ -257,6 +260,7 @@ Client::Client(ClientOptions options) : state_(std::make_shared<State>()) {
     state_->transport =
         options.transport ? std::move(options.transport) : std::make_shared<CurlTransport>();
     state_->retry = options.retry;
+    state_->session_store = std::move(options.session_store);
     state_->prices = options.prices ? std::move(options.prices)
                                     : std::shared_ptr<const PriceTable>(std::shared_ptr<void>(),
                                                                         &PriceTable::builtin());
@@ -402,6 +406,10 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
     request.model = route.model;
     return ChatStream(std::make_unique<detail::ChatStreamState>(
         state_, std::move(route), std::move(request), std::move(stop)));
+}
+
+const std::shared_ptr<SessionStore>& Client::session_store() const noexcept {
+    return state_->session_store;
 }
 
 const PriceTable& Client::prices() const noexcept {

@@ -98,8 +98,8 @@ void validate_context(const std::vector<Message>& output, std::size_t input_size
                                                                std::to_string(input_size) +
                                                                " input message(s)");
     }
-    // Tool data may legitimately use any key, so prototype-sensitive keys are not refused here.
-    const detail::JsonRules rules{detail::max_json_depth, true, false};
+    // The rules a snapshot enforces, so that what is sent could also be stored.
+    const detail::JsonRules rules{};
     for (std::size_t index = 0; index < output.size(); ++index) {
         const Message& message = output[index];
         if (message.role == Role::system) {

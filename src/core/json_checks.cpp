@@ -115,7 +115,8 @@ JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
                 if (rules.utf8 && !is_valid_utf8(it.key())) {
                     return {at(item.path), "has a key that is not valid UTF-8"};
                 }
-                if (rules.no_prototype_keys && is_prototype_sensitive_key(it.key())) {
+                if ((rules.no_prototype_keys && is_prototype_sensitive_key(it.key())) ||
+                    (rules.no_proto_key && it.key() == "__proto__")) {
                     return {pointer_append(item.path, it.key()),
                             "is an unsafe key (\"" + it.key() +
                                 "\" is prototype-sensitive and never accepted)"};

@@ -1,7 +1,6 @@
 #include <ullm/providers/anthropic.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/http/retry_policy.hpp>
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
@@ -345,17 +344,6 @@ ProviderFailure failure_from_body(const json& body, int status) {
     }
     if (status < 400) failure.status = status_for_error_type(failure.type);
     return failure;
-}
-
-std::optional<std::chrono::milliseconds> retry_hint(const HttpResponseHead& head) {
-    if (const auto ms = head.header("retry-after-ms")) {
-        if (const auto parsed = RetryPolicy::parse_retry_after(*ms)) {
-            return std::chrono::milliseconds(parsed->count() / 1000);
-        }
-    }
-    if (const auto value = head.header("retry-after"))
-        return RetryPolicy::parse_retry_after(*value);
-    return std::nullopt;
 }
 
 std::string refusal_text(const json& stop_details) {

@@ -1,7 +1,6 @@
 #include <ullm/providers/openai_chat.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/http/retry_policy.hpp>
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
@@ -194,17 +193,6 @@ ProviderFailure failure_from_body(const json& body, int status) {
     // An error inside a 2xx body or stream that names no status is the provider's fault.
     if (failure.status < 400) failure.status = 502;
     return failure;
-}
-
-std::optional<std::chrono::milliseconds> retry_hint(const HttpResponseHead& head) {
-    if (const auto ms = head.header("retry-after-ms")) {
-        if (const auto parsed = RetryPolicy::parse_retry_after(*ms)) {
-            return std::chrono::milliseconds(parsed->count() / 1000);
-        }
-    }
-    if (const auto value = head.header("retry-after"))
-        return RetryPolicy::parse_retry_after(*value);
-    return std::nullopt;
 }
 
 ErrorOrigin origin_of(std::string_view provider, const std::string& model,

@@ -1,7 +1,6 @@
 #include <ullm/providers/openai_responses.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/http/retry_policy.hpp>
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
@@ -487,17 +486,6 @@ ProviderFailure failure_from(const json& value, int status) {
     failure.status = status != 0 ? status : status_for(failure.code, failure.type);
     if (failure.message.empty() && status == 0) failure.message = "the response failed";
     return failure;
-}
-
-std::optional<std::chrono::milliseconds> retry_hint(const HttpResponseHead& head) {
-    if (const auto ms = head.header("retry-after-ms")) {
-        if (const auto parsed = RetryPolicy::parse_retry_after(*ms)) {
-            return std::chrono::milliseconds(parsed->count() / 1000);
-        }
-    }
-    if (const auto value = head.header("retry-after"))
-        return RetryPolicy::parse_retry_after(*value);
-    return std::nullopt;
 }
 
 // ---------------------------------------------------------------------------------------

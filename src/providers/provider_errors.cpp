@@ -1,5 +1,7 @@
 #include <ullm/providers/provider_errors.hpp>
 
+#include <ullm/http/retry_policy.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
@@ -78,6 +80,18 @@ std::string sanitise_provider_message(std::string_view message, std::size_t limi
     return out;
 }
 
+std::optional<std::chrono::milliseconds> retry_hint(const HttpResponseHead& head) {
+    if (const auto ms = head.header("retry-after-ms")) {
+        if (const auto parsed = RetryPolicy::parse_retry_after(*ms)) {
+            // Parsed as seconds: the number was milliseconds.
+            return std::chrono::milliseconds(parsed->count() / 1000);
+        }
+    }
+    if (const auto value = head.header("retry-after"))
+        return RetryPolicy::parse_retry_after(*value);
+    return std::nullopt;
+}
+
 void throw_invalid_response(const std::string& message, const ErrorOrigin& origin) {
     throw ProviderError("invalid_provider_response", message, 502, false, origin);
 }
@@ -109,10 +123,10 @@ void throw_provider_failure(const ProviderFailure& failure, const ErrorOrigin& o
     }
     if (is_context_overflow(failure)) throw ContextLimitError(message, origin);
     if (status == 529 || type == "overloaded_error") {
-        throw ProviderError("provider_overloaded", message, 529, true, origin);
+        throw ProviderError("provider_overloaded", message, 529, true, origin, failure.retry_after);
     }
     if (status == 408 || status >= 500) {
-        throw ProviderError("provider_error", message, status, true, origin);
+        throw ProviderError("provider_error", message, status, true, origin, failure.retry_after);
     }
     throw ProviderError("invalid_request", message, status, false, origin);
 }

@@ -6,12 +6,15 @@
 #include <thread>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::ScriptedResponse;
 using ullm::test::TestServer;
+
+using ullm::test::error_code_of;
 
 namespace {
 
@@ -36,16 +39,6 @@ std::string chunk(const std::string& delta_json, const std::string& finish = "nu
 
 const std::string ok_body =
     R"({"id":"chatcmpl-1","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello!"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2}})";
-
-template <class F>
-std::string error_code_of(F&& f) {
-    try {
-        f();
-    } catch (const ullm::Error& error) {
-        return error.code();
-    }
-    return "no error";
-}
 
 }  // namespace
 
@@ -78,6 +71,18 @@ TEST_CASE("a 429 with Retry-After is retried after the delay, then succeeds",
     CHECK(response.text == "Hello!");
     CHECK(server.request_count() == 2);
     CHECK(std::chrono::steady_clock::now() - started >= 1s);
+}
+
+TEST_CASE("a 503 with Retry-After waits as asked rather than the short backoff",
+          "[client][integration]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(503, R"({"error":{"message":"Service unavailable"}})",
+                                          {{"retry-after-ms", "400"}}));
+    server.enqueue(ScriptedResponse::json(200, ok_body));
+    const auto started = std::chrono::steady_clock::now();
+    CHECK(client_for(server).complete(ask()).text == "Hello!");
+    CHECK(server.request_count() == 2);
+    CHECK(std::chrono::steady_clock::now() - started >= 400ms);
 }
 
 TEST_CASE("400, 401 and 403 are never retried; 5xx is, up to the attempt limit",

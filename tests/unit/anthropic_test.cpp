@@ -651,6 +651,19 @@ TEST_CASE("anthropic: error responses map to the error hierarchy", "[anthropic][
             CHECK(error.request_id() == "req_header");
         }
     }
+    SECTION("503 and 529 carry Retry-After too") {
+        for (const int status : {503, 529}) {
+            try {
+                (void)provider().decode(error_response(status, error_body("api_error", "Try later"),
+                                                       {{"retry-after-ms", "2500"}}),
+                                        request);
+                FAIL("no error");
+            } catch (const ullm::ProviderError& error) {
+                CHECK(error.retryable());
+                CHECK(error.retry_after() == std::chrono::milliseconds(2500));
+            }
+        }
+    }
     SECTION("401 authentication, never leaking the key") {
         try {
             (void)provider().decode(

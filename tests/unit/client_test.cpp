@@ -7,21 +7,14 @@
 #include <thread>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 
 using namespace std::chrono_literals;
 using ullm::json;
 
-namespace {
+using ullm::test::error_code_of;
 
-template <class F>
-std::string error_code_of(F&& f) {
-    try {
-        f();
-    } catch (const ullm::Error& error) {
-        return error.code();
-    }
-    return "no error";
-}
+namespace {
 
 ullm::ChatRequest ask(std::string model, std::string text = "Hello") {
     ullm::ChatRequest request;

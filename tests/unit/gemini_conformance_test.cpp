@@ -7,10 +7,13 @@
 #include <optional>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 #include "support/fixtures.hpp"
 
 using ullm::json;
 namespace fs = std::filesystem;
+
+using ullm::test::error_code_of;
 
 namespace {
 
@@ -102,16 +105,6 @@ ullm::ChatResponse decode_stream(const ullm::Provider& provider, std::string_vie
     REQUIRE(done == 1);
     REQUIRE(events.back().type == ullm::StreamEvent::Type::done);
     return *events.back().response;
-}
-
-template <class F>
-std::string error_code_of(F&& f) {
-    try {
-        f();
-    } catch (const ullm::Error& error) {
-        return error.code();
-    }
-    return "no error";
 }
 
 struct Call {

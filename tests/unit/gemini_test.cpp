@@ -5,10 +5,13 @@
 #include <algorithm>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 #include "support/fixtures.hpp"
 
 using ullm::json;
 namespace fs = std::filesystem;
+
+using ullm::test::error_code_of;
 
 namespace {
 
@@ -67,16 +70,6 @@ ullm::ChatResponse decode_stream(const ullm::Provider& provider, std::string_vie
 ullm::ChatResponse decode_body(const ullm::Provider& provider, const json& body,
                                const ullm::ChatRequest& request = request_for()) {
     return provider.decode(body_response(body.dump()), request);
-}
-
-template <class F>
-std::string error_code_of(F&& f) {
-    try {
-        f();
-    } catch (const ullm::Error& error) {
-        return error.code();
-    }
-    return "no error";
 }
 
 json text_response(const json& parts, const std::string& finish = "STOP",

@@ -4,11 +4,14 @@
 #include <algorithm>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 #include "support/fixtures.hpp"
 #include "support/openapi_checker.hpp"
 
 using ullm::json;
 namespace fs = std::filesystem;
+
+using ullm::test::error_code_of;
 
 namespace {
 
@@ -59,16 +62,6 @@ std::string joined(const std::vector<ullm::StreamEvent>& events, ullm::StreamEve
         if (event.type == type) out += event.delta;
     }
     return out;
-}
-
-template <class F>
-std::string error_code_of(F&& f) {
-    try {
-        f();
-    } catch (const ullm::Error& error) {
-        return error.code();
-    }
-    return "no error";
 }
 
 fs::path fixture(const std::string& relative) {

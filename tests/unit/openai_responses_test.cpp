@@ -8,6 +8,7 @@
 #include <set>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 #include "support/fixtures.hpp"
 #include "support/openapi_checker.hpp"
 
@@ -15,6 +16,8 @@ using ullm::json;
 namespace fs = std::filesystem;
 using Type = ullm::StreamEvent::Type;
 using ullm::test::spec;
+
+using ullm::test::error_code_of;
 
 namespace {
 
@@ -85,16 +88,6 @@ std::string joined(const std::vector<ullm::StreamEvent>& events, Type type) {
         if (event.type == type) out += event.delta;
     }
     return out;
-}
-
-template <class F>
-std::string error_code_of(F&& f) {
-    try {
-        f();
-    } catch (const ullm::Error& error) {
-        return error.code();
-    }
-    return "no error";
 }
 
 struct Expected {

@@ -6,20 +6,13 @@
 #include <limits>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 
 using ullm::json;
 
-namespace {
+using ullm::test::error_code_of;
 
-template <class F>
-std::string error_code_of(F&& f) {
-    try {
-        f();
-    } catch (const ullm::Error& error) {
-        return error.code();
-    }
-    return "no error";
-}
+namespace {
 
 json one_model(json entry) {
     return {{"models", {{"acme/model-1", std::move(entry)}}}};

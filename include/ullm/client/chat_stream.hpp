@@ -2,9 +2,9 @@
 
 /// A streamed model response, pulled event by event.
 
+#include <ullm/detail/pull_iterator.hpp>
 #include <ullm/providers/chat.hpp>
 
-#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -22,31 +22,7 @@ class ChatStreamState;
 class ChatStream {
 public:
     /// An input iterator over the events; reaching the end means the stream completed.
-    class iterator {
-    public:
-        using iterator_category = std::input_iterator_tag;
-        using value_type = StreamEvent;
-        using difference_type = std::ptrdiff_t;
-        using pointer = const StreamEvent*;
-        using reference = const StreamEvent&;
-
-        iterator() = default;
-        explicit iterator(ChatStream* stream) : stream_(stream) { ++*this; }
-        reference operator*() const { return *current_; }
-        pointer operator->() const { return &*current_; }
-        iterator& operator++() {
-            current_ = stream_->next();
-            return *this;
-        }
-        void operator++(int) { ++*this; }
-        friend bool operator==(const iterator& it, std::default_sentinel_t) {
-            return !it.current_.has_value();
-        }
-
-    private:
-        ChatStream* stream_ = nullptr;
-        std::optional<StreamEvent> current_;
-    };
+    using iterator = detail::PullIterator<ChatStream>;
 
     explicit ChatStream(std::unique_ptr<detail::ChatStreamState> state);
     ChatStream(ChatStream&&) noexcept;

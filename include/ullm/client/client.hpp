@@ -9,6 +9,7 @@
 #include <ullm/providers/chat.hpp>
 #include <ullm/providers/price_table.hpp>
 #include <ullm/providers/provider.hpp>
+#include <ullm/store/session_store.hpp>
 
 #include <memory>
 #include <stop_token>
@@ -17,6 +18,9 @@
 #include <vector>
 
 namespace ullm {
+
+class Conversation;
+struct ConversationOptions;
 
 /// Settings of a `Client`. A value type.
 struct ClientOptions {
@@ -30,6 +34,9 @@ struct ClientOptions {
     std::vector<std::shared_ptr<const Provider>> providers;
     /// Prices used for `cost_usd` and `estimate`; the shipped table when null.
     std::shared_ptr<const PriceTable> prices;
+    /// Where conversations persist after every committed turn and are restored from by
+    /// session id; conversations live in memory only when null. See `SqliteSessionStore`.
+    std::shared_ptr<SessionStore> session_store;
 };
 
 /// What a request may cost before it is sent.
@@ -86,6 +93,16 @@ public:
     /// What `request` may cost, from an estimate of its prompt tokens and its output limit.
     /// Throws `ProviderCapabilityError` `unknown_model_pricing` when the model has no price.
     [[nodiscard]] CostEstimate estimate(const ChatRequest& request) const;
+
+    /// A conversation over this client (include `<ullm/conversation/conversation.hpp>`):
+    /// validates `options` (`ProviderCapabilityError` with a code naming the option,
+    /// `ToolDefinitionError` for tools) before routing the model, then restores the session
+    /// from the session store when one is configured and holds it (a corrupt snapshot throws
+    /// `InvalidConversationSnapshotError` and no conversation is made); otherwise a new one.
+    [[nodiscard]] Conversation conversation(ConversationOptions options) const;
+
+    /// The session store conversations use; null when none is configured.
+    [[nodiscard]] const std::shared_ptr<SessionStore>& session_store() const noexcept;
 
     /// The price table in use.
     [[nodiscard]] const PriceTable& prices() const noexcept;

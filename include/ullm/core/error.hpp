@@ -158,11 +158,20 @@ public:
 /// The provider failed: 5xx (`provider_error`), 529 (`provider_overloaded`), a body that is not
 /// what the API documents (`invalid_provider_response`, status 502), or a request the provider
 /// refused as invalid (`invalid_request`, status 400).
+/// `retry_after()` is the delay the provider asked for (`Retry-After` on a 503), when it gave one.
 class ProviderError : public Error {
 public:
     ProviderError(std::string code, const std::string& message, int status, bool retryable,
-                  ErrorOrigin origin = {})
-        : Error(std::move(code), message, status, retryable, std::move(origin)) {}
+                  ErrorOrigin origin = {},
+                  std::optional<std::chrono::milliseconds> retry_after = std::nullopt)
+        : Error(std::move(code), message, status, retryable, std::move(origin)),
+          retry_after_(retry_after) {}
+    [[nodiscard]] std::optional<std::chrono::milliseconds> retry_after() const noexcept {
+        return retry_after_;
+    }
+
+private:
+    std::optional<std::chrono::milliseconds> retry_after_;
 };
 
 /// An option or feature the provider, model or library does not support, or an invalid option

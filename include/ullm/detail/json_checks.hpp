@@ -60,7 +60,12 @@ struct JsonSafetyViolation {
 struct JsonRules {
     std::size_t max_depth = max_json_depth;  ///< Containers nest at most this deep.
     bool utf8 = true;                        ///< Every string and key is valid UTF-8.
-    bool no_prototype_keys = true;           ///< No key is prototype-sensitive.
+    /// No key is `__proto__`: a JavaScript reader of the same data would change the object's
+    /// prototype. Never legitimate data.
+    bool no_proto_key = true;
+    /// No key is `constructor` or `prototype` either. Off by default: such keys are ordinary
+    /// data (a racing API's "constructor" standings) and harmless to a C++ reader.
+    bool no_prototype_keys = false;
 };
 
 /// `check_json_safe` plus the optional rules of `rules`, reporting the first violation in

@@ -5,6 +5,7 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
+#include <ullm/http/http_types.hpp>
 
 #include <chrono>
 #include <optional>
@@ -28,6 +29,7 @@ struct ProviderFailure {
 /// `RateLimitError`; a context-window overflow (by code or message) → `ContextLimitError`;
 /// 529 or an overloaded type → `ProviderError` `provider_overloaded`; 408 and 5xx →
 /// `ProviderError` `provider_error` (retryable); other 4xx → `ProviderError` `invalid_request`.
+/// `retry_after` travels with the retryable errors (`RateLimitError`, `ProviderError`).
 /// The message is sanitised: control characters removed, at most 1,000 characters.
 [[noreturn]] void throw_provider_failure(const ProviderFailure& failure, const ErrorOrigin& origin);
 
@@ -41,6 +43,10 @@ struct ProviderFailure {
 /// naming what was wrong, never echoing more than a short prefix of the body.
 [[nodiscard]] json parse_provider_json(std::string_view body, const ErrorOrigin& origin,
                                        std::string_view what = "response body");
+
+/// The delay a response's headers ask for before a retry: `retry-after-ms` (OpenAI and
+/// Anthropic), else `Retry-After` in seconds or as an HTTP date; nullopt when neither parses.
+[[nodiscard]] std::optional<std::chrono::milliseconds> retry_hint(const HttpResponseHead& head);
 
 /// Throws `ProviderError` `invalid_provider_response` with `message`.
 [[noreturn]] void throw_invalid_response(const std::string& message, const ErrorOrigin& origin);

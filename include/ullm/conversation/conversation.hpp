@@ -1,0 +1,231 @@
+#pragma once
+
+/// `Conversation`: stored history, running totals, FIFO turns, the tool loop, budgets, context
+/// management, streaming and persistence in a session store.
+
+#include <ullm/client/client.hpp>
+#include <ullm/conversation/context_manager.hpp>
+#include <ullm/conversation/snapshot.hpp>
+#include <ullm/core/message.hpp>
+#include <ullm/detail/pull_iterator.hpp>
+#include <ullm/providers/chat.hpp>
+#include <ullm/tools/tool.hpp>
+#include <ullm/tools/validator.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ullm {
+
+/// What a conversation does when the next model request could exceed its budget.
+enum class BudgetAction {
+    throw_error,  ///< Throw `BudgetExceededError` before the request ("throw").
+    warn,         ///< Call the warning callback once for the turn, then send anyway ("warn").
+    skip,         ///< Send nothing; return a synthetic reply with zero usage ("skip").
+};
+
+/// "throw", "warn" or "skip".
+[[nodiscard]] std::string_view to_string(BudgetAction action) noexcept;
+
+/// What the warning callback of `BudgetAction::warn` is told. Holds only budget figures and
+/// the model and provider: no prompt text, no credentials.
+struct BudgetWarning {
+    std::string scope;         ///< "conversation" or "turn": which cap the request would exceed.
+    double budget_usd = 0;     ///< That cap.
+    double remaining_usd = 0;  ///< What the cap still allows.
+    double estimated_usd = 0;  ///< What the next request could cost at most.
+    std::string model;
+    std::string provider;
+    std::string message;  ///< The figures in one sentence.
+};
+
+/// What the compaction callback is told when a context manager trimmed the messages of a
+/// request. `messages` is the validated list that will be sent.
+struct CompactionEvent {
+    std::size_t messages_before = 0;
+    std::size_t messages_after = 0;
+    std::vector<Message> messages;
+};
+
+/// Settings of a conversation; written with designated initialisers. Checked by
+/// `Client::conversation` before anything is routed or restored.
+struct ConversationOptions {
+    /// The session id (1..256 bytes, UTF-8, no control characters); generated when empty. With
+    /// a session store, an existing session of this id (and tenant) is restored.
+    std::string session_id;
+    /// The tenant the session belongs to (0..128 bytes); sessions never cross tenants.
+    std::string tenant;
+    /// The system prompt, pinned at the start of every request; never stored in history.
+    std::string system;
+    /// The model, as `Client::route` understands it; the client's default when empty.
+    std::string model;
+    /// Provider-specific request fields (see `ChatRequest::provider_options`).
+    json provider_options = json::object();
+    /// Tools the model may call; validated as a set (`ToolDefinitionError`).
+    std::vector<Tool> tools;
+    /// Whether and which tools the model may call. A forced choice (`required` or a named tool)
+    /// applies to the first model round of a turn; later rounds of the turn use `automatic` so
+    /// that the model can answer with the results.
+    std::optional<ToolChoice> tool_choice;
+    /// How many tool rounds a turn may run (0..100); one more is `MaxToolRoundsError`.
+    int max_tool_rounds = 5;
+    /// How long one tool call may run (> 0, at most 300 s) before it is asked to stop and
+    /// answered with an error result.
+    std::chrono::milliseconds tool_execution_timeout{30'000};
+    /// Strict (the default) validates the model's arguments against each tool's schema.
+    ValidationMode tool_validation = ValidationMode::strict;
+    /// Decides what part of the history is sent; everything when null.
+    std::shared_ptr<ContextManager> context_manager;
+    /// The output limit of each model request (> 0); the provider's default when unset.
+    std::optional<std::int64_t> max_tokens;
+    std::optional<double> temperature;  ///< 0..2 when set.
+    std::optional<ResponseFormat> response_format;
+    /// The spend cap of the whole conversation in USD (finite, ≥ 0), against what the
+    /// session has spent so far plus the current turn.
+    std::optional<double> budget_usd;
+    /// What to do when a request could exceed a cap.
+    BudgetAction budget_action = BudgetAction::throw_error;
+    /// Called at most once per turn under `BudgetAction::warn`; exceptions it throws are
+    /// ignored.
+    std::function<void(const BudgetWarning&)> on_budget_warning;
+    /// Called when a context manager trimmed a request's messages; exceptions propagate.
+    std::function<void(const CompactionEvent&)> on_compaction;
+};
+
+/// Settings of one turn, overriding the conversation's for that turn only.
+struct SendOptions {
+    /// A cap on this turn's spend in USD (finite, ≥ 0), across all its model rounds.
+    std::optional<double> budget_usd;
+    /// The action for this turn when a cap would be exceeded.
+    std::optional<BudgetAction> budget_action;
+    /// The output limit of this turn's requests (> 0).
+    std::optional<std::int64_t> max_tokens;
+    /// Cancels the turn: waiting for the slot, the model request, or the tools.
+    std::stop_token stop;
+};
+
+/// The reply of one turn: the final model response plus what the turn did.
+struct ConversationReply : ChatResponse {
+    Usage turn_usage;      ///< Usage summed over every model round of the turn.
+    int model_rounds = 0;  ///< Model requests made in this turn.
+    int tool_rounds = 0;   ///< Tool rounds run in this turn.
+    /// True when `BudgetAction::skip` answered instead of the model: `text` explains, usage
+    /// is zero, and nothing of it is stored as an assistant message.
+    bool budget_skipped = false;
+    /// The messages this turn added to the history, in order (replay state left out).
+    std::vector<Message> messages;
+};
+
+class Conversation;
+
+namespace detail {
+class TurnRunner;
+}
+
+/// One streamed conversation turn, pulled by the consumer (`next()` or a range-for). The turn
+/// takes its FIFO slot at the first pull; a stream that is never pulled takes none. It yields
+/// each model round's events (text, reasoning, tool calls, usage, retries), a
+/// `tool_call_result` after each tool runs, and exactly one `done` when the turn is committed.
+/// `cancel()` or destroying the stream before `done` aborts the turn, frees the slot and
+/// commits nothing. Owned by one consumer thread; `cancel()` may be called from any thread.
+class ConversationStream {
+public:
+    /// An input iterator over the events; reaching the end means the turn completed.
+    using iterator = detail::PullIterator<ConversationStream>;
+
+    explicit ConversationStream(std::unique_ptr<detail::TurnRunner> runner);
+    ConversationStream(ConversationStream&&) noexcept;
+    ConversationStream& operator=(ConversationStream&&) noexcept;
+    ~ConversationStream();
+
+    /// Waits for the next event; nullopt once the turn is done. Throws what the turn failed
+    /// with (`ConversationBusyError`, `BudgetExceededError`, `MaxToolRoundsError`, a provider
+    /// `Error`, …), and `CancelledError` after `cancel()`.
+    std::optional<StreamEvent> next();
+
+    /// Aborts the turn; nothing of it is committed. Thread-safe; does not throw.
+    void cancel() noexcept;
+
+    /// The turn's reply, once `done` has been pulled.
+    [[nodiscard]] const std::optional<ConversationReply>& reply() const noexcept;
+
+    iterator begin() { return iterator(this); }
+    std::default_sentinel_t end() { return {}; }
+
+private:
+    std::unique_ptr<detail::TurnRunner> runner_;
+};
+
+/// A stateful conversation over one model: history, totals and a FIFO turn queue, with tools
+/// run automatically, budgets enforced, context trimmed and every committed turn persisted to
+/// the client's session store. A cheap handle: copies share one conversation. Thread-safe:
+/// turns from many threads run one at a time in arrival order.
+class Conversation {
+public:
+    /// Validates `options`, routes the model, and restores the session from the client's
+    /// session store when one is configured and holds it (see `Client::conversation`).
+    Conversation(const Client& client, ConversationOptions options);
+
+    /// Sends `text` as a user message and runs the turn: model rounds and tool rounds until the
+    /// model answers, then commits and persists it. Throws `ConversationBusyError` while a tool
+    /// callback of this conversation runs, `BudgetExceededError`, `MaxToolRoundsError`,
+    /// `CancelledError`, `ProviderCapabilityError` for invalid `options`, the provider's
+    /// `Error`, or `SessionStoreConflictError` when another writer changed the session; after
+    /// any failure nothing of the turn is in the history (its spend is in the totals).
+    ConversationReply send(std::string text, SendOptions options = {});
+
+    /// As `send(std::string)`, with a whole user message (images, documents).
+    ConversationReply send(Message user_message, SendOptions options = {});
+
+    /// The turn as a stream; nothing happens before the first pull. Invalid `options` throw
+    /// here.
+    [[nodiscard]] ConversationStream send_stream(std::string text, SendOptions options = {});
+
+    /// As `send_stream(std::string)`, with a whole user message.
+    [[nodiscard]] ConversationStream send_stream(Message user_message, SendOptions options = {});
+
+    /// The committed history without the system prompt and without provider replay state.
+    [[nodiscard]] std::vector<Message> history() const;
+
+    /// The system prompt (when set) followed by `history()`.
+    [[nodiscard]] std::vector<Message> to_messages() const;
+
+    /// Tokens and spend of every model round so far, failed turns included.
+    [[nodiscard]] ConversationTotals totals() const;
+
+    /// The transcript as Markdown: a metadata table, then one section per message.
+    [[nodiscard]] std::string to_markdown() const;
+
+    /// The snapshot a session store holds (replay state included), as JSON.
+    [[nodiscard]] json serialise() const;
+
+    /// Empties the history (totals are kept) and persists that. Throws
+    /// `ConversationBusyError` during a turn or a tool callback.
+    void clear();
+
+    /// The session id.
+    [[nodiscard]] const std::string& id() const noexcept;
+
+    /// The tenant.
+    [[nodiscard]] const std::string& tenant() const noexcept;
+
+    /// The version of the session in the store (0 before the first write or without a store).
+    [[nodiscard]] std::uint64_t version() const;
+
+    /// The provider and model this conversation talks to.
+    [[nodiscard]] const Route& route() const noexcept;
+
+    struct State;
+
+private:
+    std::shared_ptr<State> state_;
+};
+
+}  // namespace ullm

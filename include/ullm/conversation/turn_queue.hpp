@@ -1,0 +1,59 @@
+#pragma once
+
+/// `TurnQueue`: the FIFO order of a conversation's turns and its busy guard.
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <stop_token>
+
+namespace ullm {
+
+/// Serves a conversation's turns one at a time, in arrival order, and guards the conversation
+/// while a tool callback runs. Callers from any thread; every member is thread-safe.
+///
+/// The busy guard: while any tool callback of the conversation runs (including one that timed
+/// out and ignored its stop token), `acquire` fails with `ConversationBusyError`, both on
+/// arrival and again when a turn that queued earlier reaches the front.
+class TurnQueue {
+public:
+    /// Waits for the caller's turn. Throws `ConversationBusyError` (`conversation_busy`, 409)
+    /// when a tool callback is running on arrival or when the turn reaches the front, and
+    /// `CancelledError` when `stop` is requested while waiting; either way the caller holds no
+    /// turn and the next caller is served.
+    void acquire(std::stop_token stop = {});
+
+    /// Ends the current turn and serves the next caller. Does not throw.
+    void release() noexcept;
+
+    /// Counts a tool callback as running until `tool_finished`. Does not throw.
+    void tool_started() noexcept;
+
+    /// Counts a tool callback as finished. Does not throw.
+    void tool_finished() noexcept;
+
+    /// Runs `action` while no turn is active and no tool runs, with new turns held back until
+    /// it returns; throws `ConversationBusyError` otherwise. For `clear()` and the like.
+    void run_exclusive(const std::function<void()>& action);
+
+    /// How many tool callbacks are running now.
+    [[nodiscard]] int tools_running() const;
+
+    /// How many callers wait for a turn (the active turn not included).
+    [[nodiscard]] std::size_t waiting() const;
+
+private:
+    void release_exclusive() noexcept;
+
+    mutable std::mutex mutex_;
+    std::condition_variable_any changed_;
+    std::deque<std::uint64_t> waiting_;  ///< Tickets in arrival order.
+    std::uint64_t next_ticket_ = 0;
+    bool active_ = false;
+    bool exclusive_ = false;
+    int tools_running_ = 0;
+};
+
+}  // namespace ullm

@@ -1,0 +1,24 @@
+#pragma once
+
+/// Everything ullm offers, in one include: the client, conversations, tools, providers, session
+/// stores and the test helpers' base types. Include single headers instead to build faster.
+
+#include <ullm/client/client.hpp>
+#include <ullm/conversation/context_manager.hpp>
+#include <ullm/conversation/conversation.hpp>
+#include <ullm/conversation/markdown.hpp>
+#include <ullm/conversation/snapshot.hpp>
+#include <ullm/core/error.hpp>
+#include <ullm/core/message.hpp>
+#include <ullm/core/usage.hpp>
+#include <ullm/http/curl_transport.hpp>
+#include <ullm/providers/anthropic.hpp>
+#include <ullm/providers/gemini.hpp>
+#include <ullm/providers/openai_chat.hpp>
+#include <ullm/providers/openai_responses.hpp>
+#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/store/session_store.hpp>
+#include <ullm/tools/schema.hpp>
+#include <ullm/tools/tool.hpp>
+#include <ullm/tools/tool_registry.hpp>
+#include <ullm/version.hpp>

@@ -1,0 +1,708 @@
+#include <ullm/conversation/conversation.hpp>
+
+#include <ullm/conversation/markdown.hpp>
+#include <ullm/conversation/turn_queue.hpp>
+#include <ullm/core/error.hpp>
+#include <ullm/store/session_store.hpp>
+#include <ullm/tools/tool_registry.hpp>
+
+#include "tool_runner.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <random>
+
+namespace ullm {
+
+std::string_view to_string(BudgetAction action) noexcept {
+    switch (action) {
+        case BudgetAction::throw_error:
+            return "throw";
+        case BudgetAction::warn:
+            return "warn";
+        case BudgetAction::skip:
+            return "skip";
+    }
+    return "unknown";
+}
+
+struct Conversation::State {
+    Client client;
+    ConversationOptions options;
+    Route route;
+    std::string model_spec;  ///< "provider/model": every round goes to the routed provider.
+    std::shared_ptr<const ToolRegistry> registry;
+    std::shared_ptr<TurnQueue> queue = std::make_shared<TurnQueue>();
+    std::shared_ptr<SessionStore> store;
+
+    mutable std::mutex mutex;  ///< Guards the committed state below.
+    std::vector<Message> history;
+    ConversationTotals totals;
+    std::uint64_t version = 0;
+    std::chrono::system_clock::time_point created_at;
+    std::chrono::system_clock::time_point updated_at;
+
+    explicit State(const Client& owner) : client(owner) {}
+
+    // Writes history and totals to the store (when there is one) as the next version; the
+    // caller holds the turn slot or runs exclusively, so no other writer of this conversation
+    // runs. Returns the version now stored.
+    std::uint64_t persist(const std::vector<Message>& messages, const ConversationTotals& sums,
+                          std::chrono::system_clock::time_point now) const {
+        std::uint64_t expected = 0;
+        std::chrono::system_clock::time_point created;
+        {
+            std::lock_guard lock(mutex);
+            expected = version;
+            created = created_at;
+        }
+        if (!store) return expected;
+        const ConversationSnapshot snapshot{.session_id = options.session_id,
+                                            .tenant = options.tenant,
+                                            .messages = messages,
+                                            .totals = sums,
+                                            .created_at = created,
+                                            .updated_at = now};
+        const json value = snapshot_to_json(snapshot);
+        // Never store what a restore would refuse: a turn whose data breaks a snapshot rule
+        // (a `__proto__` key in a tool result, say) fails here, with the path, uncommitted.
+        (void)parse_snapshot(value);
+        return store->put(options.tenant, options.session_id, value.dump(), expected);
+    }
+};
+
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+// Milliseconds precision, as snapshots store time.
+Clock::time_point now_ms() {
+    return std::chrono::time_point_cast<std::chrono::milliseconds>(Clock::now());
+}
+
+std::string generate_session_id() {
+    std::random_device device;
+    std::uniform_int_distribution<int> digit(0, 15);
+    std::string id = "conv_";
+    for (int i = 0; i < 32; ++i) id += "0123456789abcdef"[digit(device)];
+    return id;
+}
+
+std::string usd(double value) {
+    char text[64];
+    std::snprintf(text, sizeof text, "$%.6f", value);
+    return text;
+}
+
+bool valid_action(BudgetAction action) {
+    return action == BudgetAction::throw_error || action == BudgetAction::warn ||
+           action == BudgetAction::skip;
+}
+
+void check_budget_value(const std::optional<double>& budget, const char* what) {
+    if (budget && (!std::isfinite(*budget) || *budget < 0)) {
+        throw ProviderCapabilityError("invalid_budget", std::string(what) +
+                                                            " must be a finite number of USD "
+                                                            "that is not negative");
+    }
+}
+
+void check_max_tokens(const std::optional<std::int64_t>& max_tokens) {
+    if (max_tokens && *max_tokens <= 0) {
+        throw ProviderCapabilityError("invalid_max_tokens", "max_tokens must be positive");
+    }
+}
+
+void check_send_options(const SendOptions& options) {
+    check_budget_value(options.budget_usd, "a turn's budget_usd");
+    check_max_tokens(options.max_tokens);
+    if (options.budget_action && !valid_action(*options.budget_action)) {
+        throw ProviderCapabilityError("invalid_budget_action",
+                                      "budget_action must be throw, warn or skip");
+    }
+}
+
+// Checks every option that can be checked without routing; fills in a session id.
+void check_options(ConversationOptions& options) {
+    if (options.session_id.empty()) options.session_id = generate_session_id();
+    validate_session_key(options.tenant, options.session_id);
+    if (options.max_tool_rounds < 0 || options.max_tool_rounds > 100) {
+        throw ProviderCapabilityError("invalid_max_tool_rounds",
+                                      "max_tool_rounds must be an integer from 0 to 100, not " +
+                                          std::to_string(options.max_tool_rounds));
+    }
+    if (options.tool_execution_timeout <= std::chrono::milliseconds::zero() ||
+        options.tool_execution_timeout > std::chrono::milliseconds(300'000)) {
+        throw ProviderCapabilityError(
+            "invalid_tool_execution_timeout",
+            "tool_execution_timeout must be positive and at most 300000 ms, not " +
+                std::to_string(options.tool_execution_timeout.count()) + " ms");
+    }
+    if (options.tool_validation != ValidationMode::strict &&
+        options.tool_validation != ValidationMode::permissive) {
+        throw ProviderCapabilityError("invalid_tool_validation",
+                                      "tool_validation must be strict or permissive");
+    }
+    check_max_tokens(options.max_tokens);
+    if (options.temperature && (!std::isfinite(*options.temperature) || *options.temperature < 0 ||
+                                *options.temperature > 2)) {
+        throw ProviderCapabilityError("invalid_temperature",
+                                      "temperature must be a number from 0 to 2");
+    }
+    check_budget_value(options.budget_usd, "budget_usd");
+    if (!valid_action(options.budget_action)) {
+        throw ProviderCapabilityError("invalid_budget_action",
+                                      "budget_action must be throw, warn or skip");
+    }
+    if (!options.provider_options.is_object()) {
+        throw ProviderCapabilityError("invalid_provider_options",
+                                      "provider_options must be a JSON object");
+    }
+    validate_tools(options.tools);
+    if (options.tool_choice) {
+        const auto& choice = *options.tool_choice;
+        const bool forced =
+            choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::tool;
+        if (forced && options.tools.empty()) {
+            throw ProviderCapabilityError("invalid_tool_choice",
+                                          "tool_choice forces a tool call but no tools are given");
+        }
+        if (choice.mode == ToolChoice::Mode::tool &&
+            std::none_of(options.tools.begin(), options.tools.end(),
+                         [&](const Tool& tool) { return tool.name() == choice.name; })) {
+            throw ProviderCapabilityError("unknown_tool_choice",
+                                          "tool_choice names \"" + choice.name +
+                                              "\", which is not one of the conversation's tools");
+        }
+    }
+}
+
+std::vector<Message> without_replay(std::vector<Message> messages) {
+    for (auto& message : messages) message.replay.reset();
+    return messages;
+}
+
+}  // namespace
+
+namespace detail {
+
+// One turn, as a pull-driven state machine shared by `send` (which drains it) and
+// `send_stream` (which hands its events to the consumer).
+class TurnRunner {
+public:
+    TurnRunner(std::shared_ptr<Conversation::State> state, Message user, SendOptions options,
+               bool streaming)
+        : state_(std::move(state)),
+          user_(std::move(user)),
+          options_(std::move(options)),
+          streaming_(streaming),
+          on_caller_stop_(options_.stop, [this] { stop_.request_stop(); }) {
+        check_send_options(options_);
+        if (user_.role != Role::user) {
+            throw InvalidMessageError("/role", "a turn starts with a user message");
+        }
+        // The same checks a stored message passes, so a turn never commits what a restore
+        // would refuse.
+        user_ = parse_message(message_to_json(user_));
+    }
+
+    TurnRunner(const TurnRunner&) = delete;
+    TurnRunner& operator=(const TurnRunner&) = delete;
+
+    ~TurnRunner() {
+        stop_.request_stop();
+        round_stream_.reset();
+        if (holds_slot_) state_->queue->release();
+    }
+
+    void cancel() noexcept { stop_.request_stop(); }
+
+    std::optional<StreamEvent> next() {
+        if (failure_) std::rethrow_exception(failure_);
+        try {
+            return advance();
+        } catch (...) {
+            fail(std::current_exception());
+            throw;
+        }
+    }
+
+    [[nodiscard]] const std::optional<ConversationReply>& reply() const noexcept { return reply_; }
+
+private:
+    enum class Phase { waiting, round_start, streaming, finished };
+
+    std::optional<StreamEvent> advance() {
+        for (;;) {
+            if (!pending_.empty()) {
+                StreamEvent event = std::move(pending_.front());
+                pending_.pop_front();
+                return event;
+            }
+            if (phase_ == Phase::finished) return std::nullopt;
+            if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
+            switch (phase_) {
+                case Phase::waiting:
+                    begin();
+                    break;
+                case Phase::round_start:
+                    start_round();
+                    break;
+                case Phase::streaming:
+                    pull_round_event();
+                    break;
+                case Phase::finished:
+                    break;
+            }
+        }
+    }
+
+    void begin() {
+        state_->queue->acquire(stop_.get_token());
+        holds_slot_ = true;
+        {
+            std::lock_guard lock(state_->mutex);
+            base_history_ = state_->history;
+            persisted_spend_ = state_->totals.cost_usd;
+        }
+        turn_messages_.push_back(user_);
+        phase_ = Phase::round_start;
+    }
+
+    [[nodiscard]] const ConversationOptions& conversation() const { return state_->options; }
+
+    ChatRequest build_request() {
+        const auto& options = conversation();
+        ChatRequest request;
+        request.model = state_->model_spec;
+        request.system = options.system;
+        std::vector<Message> messages = base_history_;
+        messages.insert(messages.end(), turn_messages_.begin(), turn_messages_.end());
+        if (options.context_manager) {
+            // The manager sees copies only; what it does to them is discarded.
+            if (options.context_manager->should_trim(messages)) {
+                const std::size_t before = messages.size();
+                std::vector<Message> trimmed = options.context_manager->trim(messages);
+                validate_context(trimmed, before);
+                if (options.on_compaction) {
+                    options.on_compaction(CompactionEvent{before, trimmed.size(), trimmed});
+                }
+                messages = std::move(trimmed);
+            }
+        }
+        request.messages = std::move(messages);
+        for (const auto& tool : options.tools) request.tools.push_back(tool.declaration());
+        request.tool_choice = options.tool_choice;
+        if (model_rounds_ > 0 && request.tool_choice &&
+            (request.tool_choice->mode == ToolChoice::Mode::required ||
+             request.tool_choice->mode == ToolChoice::Mode::tool)) {
+            request.tool_choice = ToolChoice::automatic();
+        }
+        request.max_tokens = options_.max_tokens ? options_.max_tokens : options.max_tokens;
+        request.temperature = options.temperature;
+        request.response_format = options.response_format;
+        request.provider_options = options.provider_options;
+        return request;
+    }
+
+    // The budget guard before a model round. Returns false when the round is skipped.
+    bool admit(const ChatRequest& request) {
+        const auto& options = conversation();
+        const auto& conversation_cap = options.budget_usd;
+        const auto& turn_cap = options_.budget_usd;
+        if (!conversation_cap && !turn_cap) return true;
+        // Without a price no budget can be enforced: unknown_model_pricing.
+        const CostEstimate estimate = state_->client.estimate(request);
+        std::string scope;
+        double cap = 0;
+        double remaining = std::numeric_limits<double>::infinity();
+        if (conversation_cap) {
+            remaining = *conversation_cap - persisted_spend_ - turn_spend_;
+            scope = "conversation";
+            cap = *conversation_cap;
+        }
+        if (turn_cap && *turn_cap - turn_spend_ < remaining) {
+            remaining = *turn_cap - turn_spend_;
+            scope = "turn";
+            cap = *turn_cap;
+        }
+        if (estimate.max_cost_usd <= remaining) return true;
+        const double left = std::max(0.0, remaining);
+        const std::string message =
+            "the next request to " + std::string(state_->route.provider->name()) + "/" +
+            state_->route.model + " could cost up to " + usd(estimate.max_cost_usd) +
+            ", but only " + usd(left) + " of the " + scope + " budget of " + usd(cap) + " remains";
+        switch (options_.budget_action.value_or(options.budget_action)) {
+            case BudgetAction::throw_error:
+                throw BudgetExceededError(message, left, estimate.max_cost_usd);
+            case BudgetAction::warn:
+                if (!warned_ && options.on_budget_warning) {
+                    warned_ = true;
+                    try {
+                        options.on_budget_warning(BudgetWarning{
+                            scope, cap, left, estimate.max_cost_usd, state_->route.model,
+                            std::string(state_->route.provider->name()), message});
+                    } catch (...) {
+                        // A warning callback cannot stop the turn.
+                    }
+                }
+                warned_ = true;
+                return true;
+            case BudgetAction::skip:
+                skip(message);
+                return false;
+        }
+        return true;
+    }
+
+    void skip(const std::string& message) {
+        ChatResponse synthetic;
+        synthetic.text = "Budget exceeded: " + message + ".";
+        synthetic.message = Message::assistant(synthetic.text);
+        synthetic.finish_reason = FinishReason::error;
+        synthetic.raw_finish_reason = "budget_exceeded";
+        synthetic.usage.cost_usd = 0.0;
+        synthetic.model = state_->route.model;
+        synthetic.provider = std::string(state_->route.provider->name());
+        if (streaming_) {
+            StreamEvent usage;
+            usage.type = StreamEvent::Type::usage_update;
+            usage.usage = synthetic.usage;
+            pending_.push_back(std::move(usage));
+        }
+        commit(std::move(synthetic), true);
+    }
+
+    void start_round() {
+        ChatRequest request = build_request();
+        if (!admit(request)) return;
+        ++model_rounds_;
+        if (streaming_) {
+            round_stream_.emplace(state_->client.stream(std::move(request), stop_.get_token()));
+            phase_ = Phase::streaming;
+        } else {
+            finish_round(state_->client.complete(std::move(request), stop_.get_token()));
+        }
+    }
+
+    void pull_round_event() {
+        std::optional<StreamEvent> event = round_stream_->next();
+        if (!event || event->type == StreamEvent::Type::done) {
+            ChatResponse response =
+                event && event->response ? std::move(*event->response) : *round_stream_->response();
+            round_stream_.reset();
+            finish_round(std::move(response));
+            return;
+        }
+        pending_.push_back(std::move(*event));
+    }
+
+    void finish_round(ChatResponse response) {
+        turn_usage_ += response.usage;
+        turn_totals_ += response.usage;
+        turn_spend_ += response.usage.cost_usd.value_or(0.0);
+        response.message.role = Role::assistant;
+        turn_messages_.push_back(response.message);
+        const std::vector<ToolCallPart> calls = response.message.tool_calls();
+        if (calls.empty()) {
+            commit(std::move(response), false);
+            return;
+        }
+        if (tool_rounds_ >= conversation().max_tool_rounds) {
+            throw MaxToolRoundsError(conversation().max_tool_rounds);
+        }
+        ++tool_rounds_;
+        if (streaming_) {
+            // The round's own `done` stays inside the turn; its usage is reported.
+            StreamEvent usage;
+            usage.type = StreamEvent::Type::usage_update;
+            usage.usage = response.usage;
+            pending_.push_back(std::move(usage));
+        }
+        const detail::ToolRoundSettings settings{
+            .timeout = conversation().tool_execution_timeout,
+            .validation = conversation().tool_validation,
+            .session_id = conversation().session_id,
+            .tenant = conversation().tenant,
+            .model = state_->route.model,
+            .provider = std::string(state_->route.provider->name())};
+        std::vector<ToolResultPart> results = detail::run_tool_round(
+            state_->registry, state_->queue, calls, settings, stop_.get_token());
+        for (const auto& result : results) {
+            StreamEvent event;
+            event.type = StreamEvent::Type::tool_call_result;
+            event.tool_call_id = result.tool_call_id;
+            event.tool_name = result.name;
+            event.tool_result = result;
+            pending_.push_back(std::move(event));
+        }
+        turn_messages_.push_back(Message::tool_results(std::move(results)));
+        phase_ = Phase::round_start;
+    }
+
+    void commit(ChatResponse final_response, bool skipped) {
+        std::vector<Message> history = base_history_;
+        history.insert(history.end(), turn_messages_.begin(), turn_messages_.end());
+        ConversationTotals totals;
+        {
+            std::lock_guard lock(state_->mutex);
+            totals = state_->totals;
+        }
+        add_turn_totals(totals);
+        const auto now = now_ms();
+        const std::uint64_t version = state_->persist(history, totals, now);
+        {
+            std::lock_guard lock(state_->mutex);
+            state_->history = std::move(history);
+            state_->totals = totals;
+            state_->version = version;
+            state_->updated_at = now;
+        }
+        totals_committed_ = true;
+
+        ConversationReply reply;
+        static_cast<ChatResponse&>(reply) = std::move(final_response);
+        reply.turn_usage = turn_usage_;
+        reply.model_rounds = model_rounds_;
+        reply.tool_rounds = tool_rounds_;
+        reply.budget_skipped = skipped;
+        reply.messages = without_replay(turn_messages_);
+        reply.message.replay.reset();
+
+        StreamEvent done;
+        done.type = StreamEvent::Type::done;
+        done.usage = reply.usage;
+        done.response = static_cast<const ChatResponse&>(reply);
+        pending_.push_back(std::move(done));
+        reply_ = std::move(reply);
+        phase_ = Phase::finished;
+        release_slot();
+    }
+
+    void add_turn_totals(ConversationTotals& totals) const {
+        totals.input_tokens += turn_totals_.input_tokens;
+        totals.output_tokens += turn_totals_.output_tokens;
+        totals.reasoning_tokens += turn_totals_.reasoning_tokens;
+        totals.cached_read_tokens += turn_totals_.cached_read_tokens;
+        totals.cached_write_tokens += turn_totals_.cached_write_tokens;
+        totals.cost_usd += turn_totals_.cost_usd;
+        totals.rounds += turn_totals_.rounds;
+    }
+
+    // A failed turn commits nothing to the history, but what it spent stays in the totals
+    // (and is persisted when possible) so that budgets count it.
+    void fail(std::exception_ptr error) noexcept {
+        failure_ = error;
+        phase_ = Phase::finished;
+        pending_.clear();
+        round_stream_.reset();
+        if (holds_slot_ && !totals_committed_ && turn_totals_.rounds > 0) {
+            try {
+                std::vector<Message> history;
+                ConversationTotals totals;
+                {
+                    std::lock_guard lock(state_->mutex);
+                    history = state_->history;
+                    totals = state_->totals;
+                }
+                add_turn_totals(totals);
+                {
+                    std::lock_guard lock(state_->mutex);
+                    state_->totals = totals;
+                }
+                totals_committed_ = true;
+                const auto now = now_ms();
+                const std::uint64_t version = state_->persist(history, totals, now);
+                std::lock_guard lock(state_->mutex);
+                state_->version = version;
+                state_->updated_at = now;
+            } catch (...) {
+                // The turn's own error is what the caller needs; the totals are in memory and
+                // reach the store with the next committed turn.
+            }
+        }
+        release_slot();
+    }
+
+    void release_slot() noexcept {
+        if (holds_slot_) {
+            holds_slot_ = false;
+            state_->queue->release();
+        }
+    }
+
+    std::shared_ptr<Conversation::State> state_;
+    Message user_;
+    SendOptions options_;
+    bool streaming_;
+    std::stop_source stop_;
+    std::stop_callback<std::function<void()>> on_caller_stop_;
+
+    Phase phase_ = Phase::waiting;
+    bool holds_slot_ = false;
+    std::vector<Message> base_history_;
+    std::vector<Message> turn_messages_;
+    double persisted_spend_ = 0;
+    double turn_spend_ = 0;
+    Usage turn_usage_;
+    ConversationTotals turn_totals_;
+    bool totals_committed_ = false;
+    int model_rounds_ = 0;
+    int tool_rounds_ = 0;
+    bool warned_ = false;
+    std::optional<ChatStream> round_stream_;
+    std::deque<StreamEvent> pending_;
+    std::optional<ConversationReply> reply_;
+    std::exception_ptr failure_;
+};
+
+}  // namespace detail
+
+ConversationStream::ConversationStream(std::unique_ptr<detail::TurnRunner> runner)
+    : runner_(std::move(runner)) {}
+ConversationStream::ConversationStream(ConversationStream&&) noexcept = default;
+ConversationStream& ConversationStream::operator=(ConversationStream&&) noexcept = default;
+ConversationStream::~ConversationStream() = default;
+
+std::optional<StreamEvent> ConversationStream::next() {
+    return runner_->next();
+}
+
+void ConversationStream::cancel() noexcept {
+    runner_->cancel();
+}
+
+const std::optional<ConversationReply>& ConversationStream::reply() const noexcept {
+    return runner_->reply();
+}
+
+Conversation::Conversation(const Client& client, ConversationOptions options)
+    : state_(std::make_shared<State>(client)) {
+    check_options(options);
+    auto& state = *state_;
+    state.route = client.route(options.model);
+    state.model_spec = std::string(state.route.provider->name()) + "/" + state.route.model;
+    state.registry = std::make_shared<const ToolRegistry>(options.tools);
+    state.store = client.session_store();
+    state.options = std::move(options);
+    state.created_at = state.updated_at = now_ms();
+    if (!state.store) return;
+    const auto stored = state.store->get(state.options.tenant, state.options.session_id);
+    if (!stored) return;
+    ConversationSnapshot snapshot = parse_snapshot_text(stored->snapshot);
+    if (snapshot.session_id != state.options.session_id) {
+        throw InvalidConversationSnapshotError("/session_id",
+                                               "does not match the session id it is stored under");
+    }
+    if (snapshot.tenant != state.options.tenant) {
+        throw InvalidConversationSnapshotError("/tenant",
+                                               "does not match the tenant it is stored under");
+    }
+    state.history = std::move(snapshot.messages);
+    state.totals = snapshot.totals;
+    state.version = stored->version;
+    state.created_at = snapshot.created_at;
+    state.updated_at = snapshot.updated_at;
+}
+
+ConversationReply Conversation::send(std::string text, SendOptions options) {
+    return send(Message::user(std::move(text)), std::move(options));
+}
+
+ConversationReply Conversation::send(Message user_message, SendOptions options) {
+    detail::TurnRunner runner(state_, std::move(user_message), std::move(options), false);
+    while (runner.next()) {
+    }
+    return *runner.reply();
+}
+
+ConversationStream Conversation::send_stream(std::string text, SendOptions options) {
+    return send_stream(Message::user(std::move(text)), std::move(options));
+}
+
+ConversationStream Conversation::send_stream(Message user_message, SendOptions options) {
+    return ConversationStream(std::make_unique<detail::TurnRunner>(state_, std::move(user_message),
+                                                                   std::move(options), true));
+}
+
+std::vector<Message> Conversation::history() const {
+    std::lock_guard lock(state_->mutex);
+    return without_replay(state_->history);
+}
+
+std::vector<Message> Conversation::to_messages() const {
+    std::vector<Message> messages;
+    if (!state_->options.system.empty()) {
+        messages.push_back(Message::system(state_->options.system));
+    }
+    auto stored = history();
+    messages.insert(messages.end(), std::make_move_iterator(stored.begin()),
+                    std::make_move_iterator(stored.end()));
+    return messages;
+}
+
+ConversationTotals Conversation::totals() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->totals;
+}
+
+std::string Conversation::to_markdown() const {
+    return render_markdown(to_messages(),
+                           MarkdownHeader{.session_id = state_->options.session_id,
+                                          .tenant = state_->options.tenant,
+                                          .provider = std::string(state_->route.provider->name()),
+                                          .model = state_->route.model,
+                                          .totals = totals()});
+}
+
+json Conversation::serialise() const {
+    std::lock_guard lock(state_->mutex);
+    return snapshot_to_json(ConversationSnapshot{.session_id = state_->options.session_id,
+                                                 .tenant = state_->options.tenant,
+                                                 .messages = state_->history,
+                                                 .totals = state_->totals,
+                                                 .created_at = state_->created_at,
+                                                 .updated_at = state_->updated_at});
+}
+
+void Conversation::clear() {
+    state_->queue->run_exclusive([&] {
+        ConversationTotals totals;
+        {
+            std::lock_guard lock(state_->mutex);
+            totals = state_->totals;
+        }
+        const auto now = now_ms();
+        const std::uint64_t version = state_->persist({}, totals, now);
+        std::lock_guard lock(state_->mutex);
+        state_->history.clear();
+        state_->version = version;
+        state_->updated_at = now;
+    });
+}
+
+const std::string& Conversation::id() const noexcept {
+    return state_->options.session_id;
+}
+
+const std::string& Conversation::tenant() const noexcept {
+    return state_->options.tenant;
+}
+
+std::uint64_t Conversation::version() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->version;
+}
+
+const Route& Conversation::route() const noexcept {
+    return state_->route;
+}
+
+Conversation Client::conversation(ConversationOptions options) const {
+    return Conversation(*this, std::move(options));
+}
+
+}  // namespace ullm

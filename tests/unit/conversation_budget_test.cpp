@@ -1,0 +1,230 @@
+#include <ullm/conversation/conversation.hpp>
+
+#include <ullm/core/error.hpp>
+#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/tools/schema.hpp>
+
+#include <stdexcept>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/error_code.hpp"
+
+using ullm::json;
+
+using ullm::test::error_code_of;
+
+namespace {
+
+// $10 per million tokens in and out: a round of 1,000 + 1,000 tokens costs $0.02, and the
+// estimate of a short request with max_tokens 100 is a little over $0.001.
+struct Priced {
+    std::shared_ptr<ullm::ScriptedProvider> provider =
+        std::make_shared<ullm::ScriptedProvider>("scripted");
+    ullm::Client client{
+        {.default_model = "scripted/model-a",
+         .providers = {provider},
+         .prices = std::make_shared<const ullm::PriceTable>(ullm::PriceTable::parse(
+             {{"models",
+               {{"scripted/*",
+                 {{"input", 10}, {"output", 10}, {"lastUpdated", "2026-11-01"}}}}}}))}};
+
+    void answer(const std::string& text) { provider->push_text(text, thousand()); }
+    void call_tool() { provider->push_tool_call("echo", {{"value", 1}}, "", "", thousand()); }
+    static ullm::Usage thousand() { return {1000, 1000, 0, 0, 0, std::nullopt}; }
+};
+
+ullm::Tool echo_tool() {
+    return ullm::define_tool(
+        {.name = "echo",
+         .description = "Echoes its input",
+         .parameters = ullm::schema::object({{"value", ullm::schema::integer()}}),
+         .execute = [](const json& args, ullm::ToolContext&) -> json { return args; }});
+}
+
+std::vector<ullm::Role> roles(const std::vector<ullm::Message>& messages) {
+    std::vector<ullm::Role> out;
+    for (const auto& message : messages) out.push_back(message.role);
+    return out;
+}
+
+using R = ullm::Role;
+
+}  // namespace
+
+TEST_CASE("budget throw stops before the request that could exceed the cap", "[budget]") {
+    Priced p;
+    auto conversation = p.client.conversation({.max_tokens = 100, .budget_usd = 0.0});
+    try {
+        (void)conversation.send("Hello there");
+        FAIL("no error");
+    } catch (const ullm::BudgetExceededError& error) {
+        CHECK(error.code() == "budget_exceeded");
+        CHECK(error.status() == 402);
+        CHECK_FALSE(error.retryable());
+        CHECK(error.remaining_usd() == 0.0);
+        CHECK(error.estimated_usd() > 0.001);
+        CHECK(error.message().find("conversation budget") != std::string::npos);
+        CHECK(error.message().find("Hello there") == std::string::npos);
+    }
+    CHECK(p.provider->requests().empty());
+    CHECK(conversation.history().empty());
+}
+
+TEST_CASE("the conversation cap counts persisted spend and earlier rounds of the turn",
+          "[budget]") {
+    Priced p;
+    SECTION("across turns") {
+        p.answer("one");
+        p.answer("two");
+        p.answer("three");
+        auto conversation = p.client.conversation({.max_tokens = 100, .budget_usd = 0.03});
+        (void)conversation.send("a");  // Spends 0.02; 0.01 remains.
+        (void)conversation.send("b");  // The estimate (~0.0012) fits; spends 0.02 more.
+        CHECK(conversation.totals().cost_usd == Approx(0.04));
+        CHECK(error_code_of([&] { (void)conversation.send("c"); }) == "budget_exceeded");
+        CHECK(p.provider->requests().size() == 2);
+        CHECK(conversation.history().size() == 4);
+    }
+    SECTION("across the tool rounds of one turn") {
+        p.call_tool();
+        p.call_tool();
+        p.answer("never reached");
+        auto conversation =
+            p.client.conversation({.tools = {echo_tool()}, .max_tokens = 100, .budget_usd = 0.03});
+        CHECK(error_code_of([&] { (void)conversation.send("go"); }) == "budget_exceeded");
+        CHECK(p.provider->requests().size() == 2);  // The guard ran before the third round.
+        CHECK(conversation.history().empty());
+        CHECK(conversation.totals().cost_usd == Approx(0.04));  // The spend is kept.
+        CHECK(conversation.totals().rounds == 2);
+    }
+}
+
+TEST_CASE("a per-send budget caps one turn, not the conversation", "[budget]") {
+    Priced p;
+    p.call_tool();
+    p.answer("never reached");
+    p.answer("second turn");
+    auto conversation = p.client.conversation({.tools = {echo_tool()}, .max_tokens = 100});
+    // Round 1 fits 0.015; after it spent 0.02 the next round does not.
+    CHECK(error_code_of([&] { (void)conversation.send("go", {.budget_usd = 0.015}); }) ==
+          "budget_exceeded");
+    CHECK(p.provider->requests().size() == 1);
+    // The next turn starts with its own cap again.
+    p.provider->push_text("ignored");  // Keep the queue aligned: "never reached" is next.
+    CHECK(conversation.send("again", {.budget_usd = 0.015}).text == "never reached");
+}
+
+TEST_CASE("each round gets the smaller of the conversation and turn remainders", "[budget]") {
+    Priced p;
+    const auto message_of = [&](ullm::ConversationOptions options, ullm::SendOptions send) {
+        auto conversation = p.client.conversation(std::move(options));
+        try {
+            (void)conversation.send("go", std::move(send));
+        } catch (const ullm::BudgetExceededError& error) {
+            return error.message();
+        }
+        return std::string("no error");
+    };
+    CHECK(message_of({.max_tokens = 100, .budget_usd = 1.0}, {.budget_usd = 0.001})
+              .find("turn budget of $0.001000") != std::string::npos);
+    CHECK(message_of({.max_tokens = 100, .budget_usd = 0.001}, {.budget_usd = 1.0})
+              .find("conversation budget of $0.001000") != std::string::npos);
+    CHECK(p.provider->requests().empty());
+}
+
+TEST_CASE("budget warn calls back once per turn and ignores callback failures", "[budget]") {
+    Priced p;
+    p.call_tool();
+    p.answer("done");
+    std::vector<ullm::BudgetWarning> warnings;
+    auto conversation =
+        p.client.conversation({.system = "secret system prompt",
+                               .tools = {echo_tool()},
+                               .max_tokens = 100,
+                               .budget_usd = 0.0,
+                               .budget_action = ullm::BudgetAction::warn,
+                               .on_budget_warning = [&](const ullm::BudgetWarning& warning) {
+                                   warnings.push_back(warning);
+                                   throw std::runtime_error("callbacks cannot stop the turn");
+                               }});
+    const auto reply = conversation.send("private question");
+    CHECK(reply.text == "done");
+    CHECK(reply.model_rounds == 2);  // Both rounds were over budget; one warning.
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].scope == "conversation");
+    CHECK(warnings[0].budget_usd == 0.0);
+    CHECK(warnings[0].model == "model-a");
+    CHECK(warnings[0].provider == "scripted");
+    CHECK(warnings[0].estimated_usd > 0);
+    CHECK(warnings[0].message.find("private question") == std::string::npos);
+    CHECK(warnings[0].message.find("secret") == std::string::npos);
+    CHECK(conversation.history().size() == 4);
+}
+
+TEST_CASE("budget skip answers with a synthetic reply that is never stored", "[budget]") {
+    Priced p;
+    SECTION("before the first round") {
+        auto conversation = p.client.conversation(
+            {.max_tokens = 100, .budget_usd = 0.0, .budget_action = ullm::BudgetAction::skip});
+        const auto reply = conversation.send("hello");
+        CHECK(reply.budget_skipped);
+        CHECK(reply.finish_reason == ullm::FinishReason::error);
+        CHECK(reply.raw_finish_reason == "budget_exceeded");
+        CHECK(reply.usage == ullm::Usage{0, 0, 0, 0, 0, 0.0});
+        CHECK(reply.text.find("Budget exceeded") == 0);
+        CHECK(p.provider->requests().empty());
+        CHECK(roles(conversation.history()) == std::vector<R>{R::user});
+        CHECK(conversation.totals().rounds == 0);
+    }
+    SECTION("after a tool round: the real tool messages stay") {
+        p.call_tool();
+        auto conversation = p.client.conversation({.tools = {echo_tool()},
+                                                   .max_tokens = 100,
+                                                   .budget_usd = 0.01,
+                                                   .budget_action = ullm::BudgetAction::skip});
+        const auto reply = conversation.send("go");
+        CHECK(reply.budget_skipped);
+        CHECK(reply.tool_rounds == 1);
+        CHECK(roles(conversation.history()) == std::vector<R>{R::user, R::assistant, R::tool});
+        CHECK(conversation.totals().cost_usd == Approx(0.02));
+    }
+    SECTION("a streamed skip yields one zero-cost usage event and done") {
+        auto conversation = p.client.conversation(
+            {.max_tokens = 100, .budget_usd = 0.0, .budget_action = ullm::BudgetAction::skip});
+        auto stream = conversation.send_stream("hello");
+        std::vector<ullm::StreamEvent::Type> types;
+        for (const auto& event : stream) {
+            types.push_back(event.type);
+            if (event.type == ullm::StreamEvent::Type::usage_update) {
+                CHECK(event.usage->cost_usd == 0.0);
+            }
+        }
+        CHECK(types == std::vector<ullm::StreamEvent::Type>{ullm::StreamEvent::Type::usage_update,
+                                                            ullm::StreamEvent::Type::done});
+        CHECK(stream.reply()->budget_skipped);
+    }
+}
+
+TEST_CASE("per-send action and max_tokens override the conversation's for one turn", "[budget]") {
+    Priced p;
+    p.answer("fits");
+    auto conversation = p.client.conversation({.max_tokens = 100, .budget_usd = 0.0});
+    const auto skipped = conversation.send("a", {.budget_action = ullm::BudgetAction::skip});
+    CHECK(skipped.budget_skipped);
+    CHECK(error_code_of([&] { (void)conversation.send("b"); }) == "budget_exceeded");
+    (void)conversation.send("c", {.budget_action = ullm::BudgetAction::warn, .max_tokens = 800});
+    REQUIRE(p.provider->requests().size() == 1);
+    CHECK(p.provider->requests()[0].max_tokens == 800);
+}
+
+TEST_CASE("a budget without a price for the model is a clear error", "[budget]") {
+    // The shipped table prices "scripted/*" at zero; a provider of another name has no price.
+    auto provider = std::make_shared<ullm::ScriptedProvider>("homegrown");
+    provider->push_text("free");
+    const ullm::Client client({.default_model = "homegrown/unpriced", .providers = {provider}});
+    auto budgeted = client.conversation({.budget_usd = 1.0});
+    CHECK(error_code_of([&] { (void)budgeted.send("hi"); }) == "unknown_model_pricing");
+    auto unbudgeted = client.conversation({});
+    CHECK(unbudgeted.send("hi").text == "free");
+}

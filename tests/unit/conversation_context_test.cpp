@@ -1,0 +1,139 @@
+#include <ullm/conversation/conversation.hpp>
+
+#include <ullm/core/error.hpp>
+#include <ullm/providers/scripted_provider.hpp>
+
+#include <functional>
+#include <vector>
+
+#include "support/catch.hpp"
+
+using ullm::json;
+
+namespace {
+
+// A context manager whose behaviour each test writes.
+class CustomManager : public ullm::ContextManager {
+public:
+    std::function<bool(std::vector<ullm::Message>&)> should;
+    std::function<std::vector<ullm::Message>(std::vector<ullm::Message>&)> trimmer;
+    bool should_trim(std::vector<ullm::Message> messages) override { return should(messages); }
+    std::vector<ullm::Message> trim(std::vector<ullm::Message> messages) override {
+        return trimmer(messages);
+    }
+};
+
+struct ManagerError {
+    int value;
+};
+
+struct Scripted {
+    std::shared_ptr<ullm::ScriptedProvider> provider =
+        std::make_shared<ullm::ScriptedProvider>("scripted");
+    ullm::Client client{{.default_model = "scripted/model-a", .providers = {provider}}};
+};
+
+}  // namespace
+
+TEST_CASE("a custom context manager trims what is sent, not what is stored",
+          "[conversation][context]") {
+    Scripted s;
+    for (int i = 0; i < 3; ++i) s.provider->push_text("reply " + std::to_string(i));
+    auto manager = std::make_shared<CustomManager>();
+    manager->should = [](std::vector<ullm::Message>& messages) {
+        const bool longer = messages.size() > 2;
+        messages.clear();  // Mutations of its copy are discarded.
+        return longer;
+    };
+    manager->trimmer = [](std::vector<ullm::Message>& messages) {
+        std::vector<ullm::Message> last{messages.back()};
+        messages.front().parts.clear();  // Discarded as well.
+        return last;
+    };
+    std::vector<ullm::CompactionEvent> compactions;
+    auto conversation = s.client.conversation(
+        {.context_manager = manager, .on_compaction = [&](const ullm::CompactionEvent& event) {
+             compactions.push_back(event);
+         }});
+    (void)conversation.send("one");
+    (void)conversation.send("two");
+    (void)conversation.send("three");
+    const auto requests = s.provider->requests();
+    REQUIRE(requests.size() == 3);
+    CHECK(requests[0].messages.size() == 1);  // Not trimmed: only one message.
+    REQUIRE(requests[1].messages.size() == 1);
+    CHECK(requests[1].messages[0].text() == "two");
+    CHECK(requests[2].messages[0].text() == "three");
+    REQUIRE(compactions.size() == 2);
+    CHECK(compactions[0].messages_before == 3);
+    CHECK(compactions[0].messages_after == 1);
+    CHECK(compactions[1].messages_before == 5);
+    const auto history = conversation.history();
+    REQUIRE(history.size() == 6);
+    CHECK(history[0].text() == "one");
+}
+
+TEST_CASE("invalid context manager output fails the turn with status 400",
+          "[conversation][context]") {
+    Scripted s;
+    auto manager = std::make_shared<CustomManager>();
+    manager->should = [](std::vector<ullm::Message>&) { return true; };
+    SECTION("a system message") {
+        manager->trimmer = [](std::vector<ullm::Message>&) {
+            return std::vector<ullm::Message>{ullm::Message::system("injected")};
+        };
+    }
+    SECTION("an orphan tool result") {
+        manager->trimmer = [](std::vector<ullm::Message>& messages) {
+            auto out = messages;
+            out.insert(out.begin(), ullm::Message::tool_results({{"call_x", "t", "r", false}}));
+            return out;
+        };
+    }
+    SECTION("nothing at all") {
+        manager->trimmer = [](std::vector<ullm::Message>&) { return std::vector<ullm::Message>{}; };
+    }
+    auto conversation = s.client.conversation({.context_manager = manager});
+    try {
+        (void)conversation.send("hello");
+        FAIL("no error");
+    } catch (const ullm::ProviderCapabilityError& error) {
+        CHECK(error.code() == "invalid_context_manager_output");
+        CHECK(error.status() == 400);
+    }
+    CHECK(s.provider->requests().empty());
+    CHECK(conversation.history().empty());
+}
+
+TEST_CASE("a context manager's own exception propagates unchanged", "[conversation][context]") {
+    Scripted s;
+    auto manager = std::make_shared<CustomManager>();
+    manager->should = [](std::vector<ullm::Message>&) -> bool { throw ManagerError{42}; };
+    auto conversation = s.client.conversation({.context_manager = manager});
+    try {
+        (void)conversation.send("hello");
+        FAIL("no error");
+    } catch (const ManagerError& error) {
+        CHECK(error.value == 42);
+    }
+    // The failed turn released its slot.
+    manager->should = [](std::vector<ullm::Message>&) { return false; };
+    s.provider->push_text("fine");
+    CHECK(conversation.send("again").text == "fine");
+}
+
+TEST_CASE("a sliding window bounds every request of a long conversation",
+          "[conversation][context]") {
+    Scripted s;
+    for (int i = 0; i < 6; ++i) s.provider->push_text("reply " + std::to_string(i));
+    auto conversation =
+        s.client.conversation({.context_manager = std::make_shared<ullm::SlidingWindowStrategy>(
+                                   ullm::SlidingWindowOptions{.max_messages = 3})});
+    for (int i = 0; i < 6; ++i) (void)conversation.send("message " + std::to_string(i));
+    for (const auto& request : s.provider->requests()) {
+        CHECK(request.messages.size() <= 3);
+        CHECK(request.messages.back().role == ullm::Role::user);
+    }
+    CHECK(s.provider->requests().back().messages.back().text() == "message 5");
+    CHECK(conversation.history().size() == 12);
+}

@@ -1,0 +1,128 @@
+#include <ullm/conversation/turn_queue.hpp>
+
+#include <ullm/core/error.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/error_code.hpp"
+
+using namespace std::chrono_literals;
+
+using ullm::test::error_code_of;
+
+namespace {
+
+void wait_for_waiting(const ullm::TurnQueue& queue, std::size_t count) {
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (queue.waiting() != count && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(1ms);
+    }
+    REQUIRE(queue.waiting() == count);
+}
+
+}  // namespace
+
+TEST_CASE("turn queue serves 8 threads in arrival order", "[turn_queue]") {
+    ullm::TurnQueue queue;
+    queue.acquire();  // Hold the slot while the others arrive one by one.
+    std::mutex order_mutex;
+    std::vector<int> order;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 8; ++i) {
+        threads.emplace_back([&, i] {
+            queue.acquire();
+            {
+                std::lock_guard lock(order_mutex);
+                order.push_back(i);
+            }
+            queue.release();
+        });
+        wait_for_waiting(queue, static_cast<std::size_t>(i + 1));
+    }
+    queue.release();
+    for (auto& thread : threads) thread.join();
+    CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+    CHECK(queue.waiting() == 0);
+}
+
+TEST_CASE("turn queue refuses a turn while a tool callback runs", "[turn_queue]") {
+    ullm::TurnQueue queue;
+    queue.tool_started();
+    try {
+        queue.acquire();
+        FAIL("acquire succeeded while a tool ran");
+    } catch (const ullm::ConversationBusyError& error) {
+        CHECK(error.code() == "conversation_busy");
+        CHECK(error.status() == 409);
+        CHECK_FALSE(error.retryable());
+    }
+    queue.tool_finished();
+    queue.acquire();
+    queue.release();
+}
+
+TEST_CASE("turn queue rechecks the busy guard when a queued turn reaches the front",
+          "[turn_queue]") {
+    ullm::TurnQueue queue;
+    queue.acquire();
+    std::string code;
+    std::thread queued([&] { code = error_code_of([&] { queue.acquire(); }); });
+    wait_for_waiting(queue, 1);
+    queue.tool_started();  // A callback begins after the other turn queued...
+    queue.release();       // ...and outlives its own turn.
+    queued.join();
+    CHECK(code == "conversation_busy");
+    CHECK(queue.waiting() == 0);
+    queue.tool_finished();
+    CHECK(error_code_of([&] {
+              queue.acquire();
+              queue.release();
+          }) == "no error");
+}
+
+TEST_CASE("turn queue lets a waiting turn be cancelled without blocking the next", "[turn_queue]") {
+    ullm::TurnQueue queue;
+    queue.acquire();
+    std::stop_source cancel;
+    std::string cancelled_code;
+    std::thread first(
+        [&] { cancelled_code = error_code_of([&] { queue.acquire(cancel.get_token()); }); });
+    wait_for_waiting(queue, 1);
+    std::atomic<bool> second_served{false};
+    std::thread second([&] {
+        queue.acquire();
+        second_served = true;
+        queue.release();
+    });
+    wait_for_waiting(queue, 2);
+    cancel.request_stop();
+    first.join();
+    CHECK(cancelled_code == "cancelled");
+    queue.release();
+    second.join();
+    CHECK(second_served);
+}
+
+TEST_CASE("turn queue runs exclusive work only when idle", "[turn_queue]") {
+    ullm::TurnQueue queue;
+    int runs = 0;
+    queue.run_exclusive([&] { ++runs; });
+    CHECK(runs == 1);
+    queue.acquire();
+    CHECK(error_code_of([&] { queue.run_exclusive([&] { ++runs; }); }) == "conversation_busy");
+    queue.release();
+    queue.tool_started();
+    CHECK(error_code_of([&] { queue.run_exclusive([&] { ++runs; }); }) == "conversation_busy");
+    queue.tool_finished();
+    CHECK(runs == 1);
+    // An exception inside leaves the queue usable.
+    CHECK_THROWS_AS(queue.run_exclusive([] { throw std::runtime_error("boom"); }),
+                    std::runtime_error);
+    queue.acquire();
+    queue.release();
+}
