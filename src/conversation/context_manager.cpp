@@ -109,7 +109,8 @@ void validate_context(const std::vector<Message>& output, std::size_t input_size
         const json encoded = message_to_json(message, /*include_replay=*/true);
         if (const auto violation = detail::check_json_rules(encoded, "", rules);
             !violation.constraint.empty()) {
-            invalid_output(index, "at " + violation.path + ": " + violation.constraint);
+            invalid_output(index, "at " + (violation.path.empty() ? "/" : violation.path) + ": " +
+                                      violation.constraint);
         }
         try {
             (void)parse_message(encoded);
@@ -151,20 +152,19 @@ bool SlidingWindowStrategy::should_trim(std::vector<Message> messages) {
 std::vector<Message> SlidingWindowStrategy::trim(std::vector<Message> messages) {
     if (messages.empty()) return messages;
     const std::vector<Unit> units = group_units(messages);
+    std::vector<std::int64_t> tokens(units.size(), 0);
+    for (std::size_t k = 0; k < units.size(); ++k) {
+        for (std::size_t i = units[k].begin; i < units[k].end; ++i) {
+            tokens[k] = saturating_add(tokens[k], estimate_tokens(messages[i]));
+        }
+    }
     std::vector<bool> keep(units.size(), false);
     std::size_t kept_messages = 0;
     std::int64_t kept_tokens = 0;
-    const auto unit_tokens = [&messages](const Unit& unit) {
-        std::int64_t tokens = 0;
-        for (std::size_t i = unit.begin; i < unit.end; ++i) {
-            tokens = saturating_add(tokens, estimate_tokens(messages[i]));
-        }
-        return tokens;
-    };
     const auto take = [&](std::size_t k) {
         keep[k] = true;
         kept_messages += units[k].end - units[k].begin;
-        kept_tokens = saturating_add(kept_tokens, unit_tokens(units[k]));
+        kept_tokens = saturating_add(kept_tokens, tokens[k]);
     };
 
     // Kept whatever the limits say: pinned messages, and the turn being answered (the latest
@@ -181,9 +181,9 @@ std::vector<Message> SlidingWindowStrategy::trim(std::vector<Message> messages) 
         if (keep[k - 1]) continue;
         const Unit& unit = units[k - 1];
         const std::size_t count = kept_messages + (unit.end - unit.begin);
-        const std::int64_t tokens = saturating_add(kept_tokens, unit_tokens(unit));
+        const std::int64_t total = saturating_add(kept_tokens, tokens[k - 1]);
         if ((options_.max_messages && count > *options_.max_messages) ||
-            (options_.max_tokens && tokens > *options_.max_tokens)) {
+            (options_.max_tokens && total > *options_.max_tokens)) {
             break;
         }
         take(k - 1);

@@ -91,29 +91,27 @@ JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
         std::string path;
         std::size_t depth;
     };
-    const auto at = [](const std::string& where) { return where.empty() ? "/" : where; };
     std::vector<Item> pending{{&value, path, 0}};
     while (!pending.empty()) {
         Item item = std::move(pending.back());
         pending.pop_back();
         const json& current = *item.value;
         if (current.is_number_float() && !std::isfinite(current.get<double>())) {
-            return {at(item.path), "must be a finite number"};
+            return {item.path, "must be a finite number"};
         }
         if (rules.utf8 && current.is_string() &&
             !is_valid_utf8(current.get_ref<const std::string&>())) {
-            return {at(item.path), "must be valid UTF-8 text"};
+            return {item.path, "must be valid UTF-8 text"};
         }
         if (!current.is_structured()) continue;
         if (item.depth >= rules.max_depth) {
-            return {at(item.path),
-                    "nests deeper than " + std::to_string(rules.max_depth) + " levels"};
+            return {item.path, "nests deeper than " + std::to_string(rules.max_depth) + " levels"};
         }
         const std::size_t first_child = pending.size();
         if (current.is_object()) {
             for (auto it = current.begin(); it != current.end(); ++it) {
                 if (rules.utf8 && !is_valid_utf8(it.key())) {
-                    return {at(item.path), "has a key that is not valid UTF-8"};
+                    return {item.path, "has a key that is not valid UTF-8"};
                 }
                 if ((rules.no_prototype_keys && is_prototype_sensitive_key(it.key())) ||
                     (rules.no_proto_key && it.key() == "__proto__")) {

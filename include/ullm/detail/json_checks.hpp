@@ -69,7 +69,8 @@ struct JsonRules {
 };
 
 /// `check_json_safe` plus the optional rules of `rules`, reporting the first violation in
-/// document order. A key that is not valid UTF-8 is reported at its object's path, so that the
+/// document order as a JSON pointer below `path` (the root itself is `path` unchanged, "" when
+/// `path` is ""). A key that is not valid UTF-8 is reported at its object's path, so that the
 /// path itself is always valid UTF-8. Iterative.
 [[nodiscard]] JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
                                                    const JsonRules& rules = {});
