@@ -37,7 +37,10 @@ TEST_CASE("JSON rules report the first violation in document order", "[json_chec
     value = {{"list", {{{"__proto__", 1}}}}};
     violation = check_json_rules(value, "");
     CHECK(violation.path == "/list/0/__proto__");
-    CHECK(check_json_rules(value, "", {.no_prototype_keys = false}).constraint.empty());
+    CHECK(check_json_rules(value, "", {.no_proto_key = false}).constraint.empty());
+    value = {{"constructor", 1}, {"prototype", 2}};
+    CHECK(check_json_rules(value, "").constraint.empty());
+    CHECK(check_json_rules(value, "", {.no_prototype_keys = true}).path == "/constructor");
 
     value = {{"text", "bad \xFF"}};
     CHECK(check_json_rules(value, "").path == "/text");
