@@ -1,6 +1,7 @@
 #include <ullm/store/session_store.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/store/file_session_store.hpp>
 #include <ullm/store/memory_session_store.hpp>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -17,10 +19,12 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using ullm::SessionListOptions;
 using ullm::SessionStore;
+using ullm::test::TempDir;
 
 namespace {
 
@@ -386,6 +390,41 @@ void check_session_store_contract(const StoreFactory& make) {
     }
 }
 
+// The single record file under `root`.
+fs::path only_record_file(const fs::path& root) {
+    std::vector<fs::path> found;
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+        if (entry.is_regular_file() && entry.path().extension() == ".rec") {
+            found.push_back(entry.path());
+        }
+    }
+    REQUIRE(found.size() == 1);
+    return found.front();
+}
+
+std::string read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+    REQUIRE(out.good());
+}
+
+void expect_store_failure(const std::function<void()>& action) {
+    try {
+        action();
+        FAIL("expected SessionStoreError");
+    } catch (const ullm::SessionStoreError& error) {
+        CHECK(error.code() == "session_store_failed");
+        CHECK(error.status() == 500);
+        CHECK_FALSE(error.retryable());
+        CHECK(std::string(error.what()).rfind("[ullm.session_store_failed] ", 0) == 0);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("validate_session_key accepts the documented keys and names what is wrong",
@@ -417,4 +456,99 @@ TEST_CASE("validate_session_key accepts the documented keys and names what is wr
 
 TEST_CASE("MemorySessionStore meets the session store contract", "[session_store]") {
     check_session_store_contract([] { return std::make_shared<ullm::MemorySessionStore>(); });
+}
+
+TEST_CASE("FileSessionStore meets the session store contract", "[session_store]") {
+    const TempDir dir("file-store");
+    check_session_store_contract([&] { return ullm::FileSessionStore::open(dir / "store"); });
+}
+
+TEST_CASE("FileSessionStore reports a damaged record as session_store_failed", "[session_store]") {
+    const TempDir dir("damaged");
+    const auto store = ullm::FileSessionStore::open(dir / "store");
+    store->put("t", "s", R"({"history":["hello there"]})", 0);
+    const fs::path file = only_record_file(dir / "store");
+    const std::string good = read_bytes(file);
+
+    std::string flipped = good;
+    flipped[flipped.size() - 3] ^= 0x01;
+    std::string bad_version = good;
+    bad_version.replace(bad_version.find("version 1"), 9, "version 2");
+    const std::vector<std::string> damaged = {flipped,
+                                              good.substr(0, good.size() - 1),
+                                              good + "x",
+                                              good.substr(0, 20),
+                                              "",
+                                              bad_version,
+                                              "garbage\n\n" + good};
+    for (const auto& bytes : damaged) {
+        write_bytes(file, bytes);
+        expect_store_failure([&] { (void)store->get("t", "s"); });
+        expect_store_failure([&] { store->put("t", "s", "new", 1); });
+    }
+    // The message names the file, never the snapshot.
+    write_bytes(file, flipped);
+    try {
+        (void)store->get("t", "s");
+    } catch (const ullm::SessionStoreError& error) {
+        CHECK(std::string(error.what()).find("hello") == std::string::npos);
+        CHECK(std::string(error.what()).find(file.filename().string()) != std::string::npos);
+    }
+    // A damaged record can be removed, and the session written afresh.
+    CHECK(store->remove("t", "s"));
+    CHECK(store->put("t", "s", "fresh", 0) == 1);
+    CHECK(store->get("t", "s")->snapshot == "fresh");
+}
+
+TEST_CASE("FileSessionStore ignores and cleans up temporary files left by a crash",
+          "[session_store]") {
+    const TempDir dir("leftover");
+    const auto store = ullm::FileSessionStore::open(dir / "store");
+    store->put("t", "s", "kept", 0);
+    const fs::path record = only_record_file(dir / "store");
+    const fs::path temp = record.parent_path() / ".tmp-99999-0";
+    write_bytes(temp, "half a rec");
+    write_bytes(record.parent_path() / "unrelated.txt", "not ours");
+
+    CHECK(store->get("t", "s")->snapshot == "kept");
+    CHECK(store->put("t", "s", "updated", 1) == 2);
+    CHECK(ids_of(store->list("t").sessions) == std::vector<std::string>{"s"});
+    // The listing took the tenant's lock and removed the leftover; foreign files stay.
+    CHECK_FALSE(fs::exists(temp));
+    CHECK(fs::exists(record.parent_path() / "unrelated.txt"));
+    CHECK(store->get("t", "s")->snapshot == "updated");
+}
+
+TEST_CASE("FileSessionStore keeps every file inside its directory", "[session_store]") {
+    const TempDir dir("inside");
+    const fs::path root = dir / "a" / "store";
+    const auto store = ullm::FileSessionStore::open(root);
+    for (const char* id : {"../x", "../../escape", "/", "/etc/passwd", ".", "..", "a/../../b"}) {
+        store->put("../tenant", id, "x", 0);
+        store->put("", id, "x", 0);
+    }
+    // Only the store's own directory exists beside it.
+    std::vector<std::string> siblings;
+    for (const auto& entry : fs::directory_iterator(dir.path())) {
+        siblings.push_back(entry.path().filename().string());
+    }
+    CHECK(siblings == std::vector<std::string>{"a"});
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+        const std::string name = entry.path().filename().string();
+        CHECK(name.find_first_not_of("0123456789abcdefst.rcFORMATlok") == std::string::npos);
+        const auto relative = fs::relative(entry.path(), root);
+        CHECK(relative.string().rfind("..", 0) == std::string::npos);
+    }
+}
+
+TEST_CASE("FileSessionStore refuses a directory of a newer or foreign layout", "[session_store]") {
+    const TempDir dir("layout");
+    fs::create_directories(dir / "newer");
+    write_bytes(dir / "newer" / "FORMAT", "ullm.file_session_store 2\n");
+    expect_store_failure([&] { (void)ullm::FileSessionStore::open(dir / "newer"); });
+    fs::create_directories(dir / "foreign");
+    write_bytes(dir / "foreign" / "FORMAT", "something else\n");
+    expect_store_failure([&] { (void)ullm::FileSessionStore::open(dir / "foreign"); });
+    write_bytes(dir / "a-file", "x");
+    expect_store_failure([&] { (void)ullm::FileSessionStore::open(dir / "a-file"); });
 }
