@@ -3,6 +3,9 @@
 #include <ullm/core/error.hpp>
 #include <ullm/store/file_session_store.hpp>
 #include <ullm/store/memory_session_store.hpp>
+#include <ullm/store/sqlite_session_store.hpp>
+
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <chrono>
@@ -463,6 +466,39 @@ TEST_CASE("FileSessionStore meets the session store contract", "[session_store]"
     check_session_store_contract([&] { return ullm::FileSessionStore::open(dir / "store"); });
 }
 
+TEST_CASE("SqliteSessionStore meets the session store contract on disk", "[session_store]") {
+    const TempDir dir("sqlite-store");
+    check_session_store_contract(
+        [&] { return ullm::SqliteSessionStore::open((dir / "sessions.db").string()); });
+}
+
+TEST_CASE("SqliteSessionStore meets the session store contract in memory", "[session_store]") {
+    check_session_store_contract([] { return ullm::SqliteSessionStore::open(":memory:"); });
+}
+
+TEST_CASE("FileSessionStore and SqliteSessionStore keep their data across reopening",
+          "[session_store]") {
+    const TempDir dir("reopen");
+    const std::vector<StoreFactory> factories = {
+        [&] { return ullm::FileSessionStore::open(dir / "files"); },
+        [&] { return ullm::SqliteSessionStore::open((dir / "sessions.db").string()); }};
+    for (const auto& make : factories) {
+        {
+            const auto store = make();
+            store->put("acme", "s1", "first", 0);
+            store->put("acme", "s1", "second", 1);
+            store->put("", "s2", "other", 0);
+        }
+        const auto store = make();
+        const auto stored = store->get("acme", "s1");
+        REQUIRE(stored.has_value());
+        CHECK(stored->version == 2);
+        CHECK(stored->snapshot == "second");
+        CHECK(ids_of(store->list("").sessions) == std::vector<std::string>{"s2"});
+        CHECK(store->put("acme", "s1", "third", 2) == 3);
+    }
+}
+
 TEST_CASE("FileSessionStore reports a damaged record as session_store_failed", "[session_store]") {
     const TempDir dir("damaged");
     const auto store = ullm::FileSessionStore::open(dir / "store");
@@ -551,4 +587,45 @@ TEST_CASE("FileSessionStore refuses a directory of a newer or foreign layout", "
     expect_store_failure([&] { (void)ullm::FileSessionStore::open(dir / "foreign"); });
     write_bytes(dir / "a-file", "x");
     expect_store_failure([&] { (void)ullm::FileSessionStore::open(dir / "a-file"); });
+}
+
+TEST_CASE("SqliteSessionStore creates its schema and refuses a newer one", "[session_store]") {
+    const TempDir dir("schema");
+    const std::string path = (dir / "sessions.db").string();
+    { (void)ullm::SqliteSessionStore::open(path)->put("t", "s", "x", 0); }
+
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    const auto scalar = [&](const char* sql) {
+        sqlite3_stmt* stmt = nullptr;
+        REQUIRE(sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr) == SQLITE_OK);
+        REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+        std::string value = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+        sqlite3_finalize(stmt);
+        return value;
+    };
+    CHECK(scalar("PRAGMA user_version") == "1");
+    CHECK(scalar("PRAGMA journal_mode") == "wal");
+    CHECK(scalar("SELECT version || ':' || snapshot FROM ullm_sessions") == "1:x");
+    REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 2", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+
+    try {
+        (void)ullm::SqliteSessionStore::open(path);
+        FAIL("a newer schema must be refused");
+    } catch (const ullm::SessionStoreError& error) {
+        CHECK(error.code() == "session_store_failed");
+        CHECK_FALSE(error.retryable());
+        CHECK(std::string(error.what()).find("schema version 2") != std::string::npos);
+    }
+}
+
+TEST_CASE("SqliteSessionStore reports files it cannot use as session_store_failed",
+          "[session_store]") {
+    const TempDir dir("sqlite-bad");
+    write_bytes(dir / "text.db", std::string(4096, 'x'));
+    expect_store_failure([&] { (void)ullm::SqliteSessionStore::open((dir / "text.db").string()); });
+    expect_store_failure(
+        [&] { (void)ullm::SqliteSessionStore::open((dir / "no" / "such" / "x.db").string()); });
+    expect_store_failure([] { (void)ullm::SqliteSessionStore::open(""); });
 }
