@@ -6,11 +6,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -146,6 +149,24 @@ void exec(sqlite3* db, const char* sql, const std::string& what, const std::stri
     if (rc != SQLITE_OK) fail(db, rc, what, path);
 }
 
+// Like `exec`, retrying for up to the busy timeout while the database is locked. For the one
+// statement SQLite does not wait on by itself: switching a new file to WAL while another
+// process opens it returns SQLITE_BUSY at once.
+void exec_waiting(sqlite3* db, const char* sql, const std::string& what, const std::string& path) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+    auto pause = std::chrono::milliseconds(1);
+    for (;;) {
+        const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+        if (rc == SQLITE_OK) return;
+        if ((rc & 0xFF) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+            fail(db, rc, what, path);
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+}
+
 }  // namespace
 
 struct SqliteSessionStore::Impl {
@@ -207,7 +228,7 @@ struct SqliteSessionStore::Impl {
         // WAL: readers never block the writer. FULL: the WAL is flushed at every commit, so a
         // committed turn survives a power cut, not only a crash of the process; one fsync per
         // put is cheap next to the model call that produced the snapshot.
-        exec(db(), "PRAGMA journal_mode = WAL", "switch to WAL mode", path);
+        exec_waiting(db(), "PRAGMA journal_mode = WAL", "switch to WAL mode", path);
         exec(db(), "PRAGMA synchronous = FULL", "set synchronous mode", path);
     }
 
