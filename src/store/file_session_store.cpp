@@ -31,6 +31,7 @@ namespace {
 // Hex names are cut into pieces of this many characters, one directory level each, so that a
 // 256-byte session id (512 hex digits) stays under the usual 255-byte name limit.
 constexpr std::size_t piece_chars = 200;
+constexpr std::size_t max_session_hex_chars = std::size_t{2} * 256;
 constexpr std::string_view format_file = "FORMAT";
 constexpr std::string_view format_prefix = "ullm.file_session_store ";
 constexpr std::uint64_t format_version = 1;
@@ -445,7 +446,7 @@ void collect(const fs::path& directory, const std::string& prefix, std::vector<C
         if (name.empty() || name.front() != 's') continue;
         const std::string_view body = std::string_view(name).substr(1);
         if (type == fs::file_type::directory && body.size() == piece_chars && is_lower_hex(body) &&
-            prefix.size() + piece_chars < 2 * 256) {
+            prefix.size() + piece_chars < max_session_hex_chars) {
             collect(it->path(), prefix + std::string(body), out, temps);
         } else if (type == fs::file_type::regular && body.size() > record_suffix.size() &&
                    body.substr(body.size() - record_suffix.size()) == record_suffix) {

@@ -30,7 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-constexpr std::size_t snapshot_bytes = 50 * 1000;
+constexpr std::size_t snapshot_bytes = 50000;
 
 // A JSON-looking snapshot of about `bytes` bytes whose text changes with `version`.
 std::string snapshot_for(std::uint64_t version) {

@@ -34,7 +34,7 @@ namespace {
 
 using StoreFactory = std::function<std::shared_ptr<ullm::SessionStore>()>;
 
-constexpr std::size_t snapshot_bytes = 1024 * 1024;
+constexpr std::size_t snapshot_bytes = std::size_t{1024} * 1024;
 constexpr const char* tenant = "crash";
 constexpr const char* session_id = "big-session";
 

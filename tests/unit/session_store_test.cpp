@@ -256,8 +256,9 @@ void check_session_store_contract(const StoreFactory& make) {
             CHECK(error_code([&] { (void)store->list("t", {.cursor = cursor}); }) ==
                   "invalid_cursor");
         }
-        CHECK(error_code([&] { (void)store->list("t", {.cursor = std::string(2 * 257, 'a')}); }) ==
-              "invalid_cursor");
+        CHECK(error_code([&] {
+                  (void)store->list("t", {.cursor = std::string(std::size_t{2} * 257, 'a')});
+              }) == "invalid_cursor");
         try {
             (void)store->list("t", {.limit = 0});
         } catch (const ullm::ProviderCapabilityError& error) {
@@ -319,7 +320,7 @@ void check_session_store_contract(const StoreFactory& make) {
 
     SECTION("snapshots round-trip byte for byte") {
         const std::string binary("\0\x01\xff{\"a\":1}\r\n\n\x7f", 13);
-        std::string large(3 * 1024 * 1024, '\0');
+        std::string large(std::size_t{3} * 1024 * 1024, '\0');
         for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 31 % 251);
         store->put("t", "empty", "", 0);
         store->put("t", "binary", binary, 0);
