@@ -3,6 +3,7 @@
 include(GNUInstallDirs)
 find_package(Threads REQUIRED)
 find_package(CURL 7.68 REQUIRED)
+find_package(SQLite3 REQUIRED)
 
 if(ULLM_FETCH_DEPENDENCIES)
   include(FetchContent)

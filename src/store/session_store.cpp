@@ -2,59 +2,203 @@
 
 #include <ullm/core/error.hpp>
 
+#include "store_rules.hpp"
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
 namespace ullm {
 
 namespace {
 
-// Whether `text` is valid UTF-8 without control characters.
-bool printable_utf8(std::string_view text) {
+constexpr std::size_t max_tenant_bytes = 128;
+constexpr std::size_t max_session_id_bytes = 256;
+constexpr std::size_t min_list_limit = 1;
+constexpr std::size_t max_list_limit = 1000;
+
+// Why `text` breaks the key rules (valid UTF-8, no control character), or null when it does
+// not. Overlong forms, surrogates and code points past U+10FFFF are invalid UTF-8.
+const char* key_text_problem(std::string_view text) {
     std::size_t i = 0;
     while (i < text.size()) {
-        const auto byte = static_cast<unsigned char>(text[i]);
-        if (byte < 0x20 || byte == 0x7f) return false;
-        std::size_t length = 1;
-        char32_t code = byte;
-        if (byte >= 0x80) {
-            if ((byte & 0xe0) == 0xc0) {
-                length = 2;
-                code = byte & 0x1fu;
-            } else if ((byte & 0xf0) == 0xe0) {
-                length = 3;
-                code = byte & 0x0fu;
-            } else if ((byte & 0xf8) == 0xf0) {
-                length = 4;
-                code = byte & 0x07u;
-            } else {
-                return false;
-            }
-            if (i + length > text.size()) return false;
-            for (std::size_t k = 1; k < length; ++k) {
-                const auto next = static_cast<unsigned char>(text[i + k]);
-                if ((next & 0xc0) != 0x80) return false;
-                code = (code << 6) | (next & 0x3fu);
-            }
-            const char32_t minimum[] = {0, 0, 0x80, 0x800, 0x10000};
-            if (code < minimum[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
-                return false;
+        const auto lead = static_cast<unsigned char>(text[i]);
+        if (lead < 0x80U) {
+            if (lead < 0x20U || lead == 0x7FU) return "contains a control character";
+            ++i;
+            continue;
         }
+        std::size_t length = 0;
+        unsigned int code_point = 0;
+        if (lead >= 0xC2U && lead <= 0xDFU) {
+            length = 2;
+            code_point = lead & 0x1FU;
+        } else if (lead >= 0xE0U && lead <= 0xEFU) {
+            length = 3;
+            code_point = lead & 0x0FU;
+        } else if (lead >= 0xF0U && lead <= 0xF4U) {
+            length = 4;
+            code_point = lead & 0x07U;
+        } else {
+            return "is not valid UTF-8";
+        }
+        if (text.size() - i < length) return "is not valid UTF-8";
+        for (std::size_t k = 1; k < length; ++k) {
+            const auto next = static_cast<unsigned char>(text[i + k]);
+            if ((next & 0xC0U) != 0x80U) return "is not valid UTF-8";
+            code_point = (code_point << 6U) | (next & 0x3FU);
+        }
+        const bool overlong =
+            (length == 3 && code_point < 0x800U) || (length == 4 && code_point < 0x10000U);
+        const bool surrogate = code_point >= 0xD800U && code_point <= 0xDFFFU;
+        if (overlong || surrogate || code_point > 0x10FFFFU) return "is not valid UTF-8";
         i += length;
     }
-    return true;
+    return nullptr;
+}
+
+void check_session_id(std::string_view session_id) {
+    if (session_id.empty()) {
+        throw ProviderCapabilityError("invalid_session_id", "the session id must not be empty");
+    }
+    if (session_id.size() > max_session_id_bytes) {
+        throw ProviderCapabilityError(
+            "invalid_session_id",
+            "the session id must be at most 256 bytes, got " + std::to_string(session_id.size()));
+    }
+    if (const char* problem = key_text_problem(session_id)) {
+        throw ProviderCapabilityError("invalid_session_id",
+                                      std::string("the session id ") + problem);
+    }
+}
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+[[noreturn]] void bad_cursor(const std::string& why) {
+    throw ProviderCapabilityError("invalid_cursor",
+                                  "the list cursor " + why +
+                                      "; pass the next_cursor of the previous page unchanged, "
+                                      "or an empty cursor for the first page");
 }
 
 }  // namespace
 
 void validate_session_key(std::string_view tenant, std::string_view session_id) {
-    if (tenant.size() > 128 || !printable_utf8(tenant)) {
+    detail::validate_tenant(tenant);
+    check_session_id(session_id);
+}
+
+namespace detail {
+
+void validate_tenant(std::string_view tenant) {
+    if (tenant.size() > max_tenant_bytes) {
         throw ProviderCapabilityError(
             "invalid_tenant",
-            "a tenant must be empty or 1..128 bytes of UTF-8 without control characters");
+            "the tenant must be empty or at most 128 bytes, got " + std::to_string(tenant.size()));
     }
-    if (session_id.empty() || session_id.size() > 256 || !printable_utf8(session_id)) {
-        throw ProviderCapabilityError(
-            "invalid_session_id",
-            "a session id must be 1..256 bytes of UTF-8 without control characters");
+    if (const char* problem = key_text_problem(tenant)) {
+        throw ProviderCapabilityError("invalid_tenant", std::string("the tenant ") + problem);
     }
 }
+
+bool is_valid_session_id(std::string_view session_id) noexcept {
+    return !session_id.empty() && session_id.size() <= max_session_id_bytes &&
+           key_text_problem(session_id) == nullptr;
+}
+
+ListQuery parse_list_query(std::string_view tenant, const SessionListOptions& options) {
+    validate_tenant(tenant);
+    if (options.limit < min_list_limit || options.limit > max_list_limit) {
+        throw ProviderCapabilityError(
+            "invalid_list_limit",
+            "the list limit must be between 1 and 1000, got " + std::to_string(options.limit));
+    }
+    ListQuery query{options.limit, {}};
+    const std::string& cursor = options.cursor;
+    if (cursor.empty()) return query;
+    // A cursor is the hex of the last session id of the previous page: anything else was not
+    // made by a store.
+    if (cursor.size() > 2 * max_session_id_bytes) bad_cursor("is too long");
+    if (!from_hex(cursor, query.after) || key_text_problem(query.after) != nullptr) {
+        bad_cursor("is not one a store made");
+    }
+    return query;
+}
+
+std::string to_hex(std::string_view bytes) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(bytes.size() * 2);
+    for (const char c : bytes) {
+        const auto byte = static_cast<unsigned char>(c);
+        out.push_back(digits[byte >> 4U]);
+        out.push_back(digits[byte & 0x0FU]);
+    }
+    return out;
+}
+
+bool from_hex(std::string_view text, std::string& bytes) {
+    if (text.size() % 2 != 0) return false;
+    std::string out;
+    out.reserve(text.size() / 2);
+    for (std::size_t i = 0; i < text.size(); i += 2) {
+        const int high = hex_value(text[i]);
+        const int low = hex_value(text[i + 1]);
+        if (high < 0 || low < 0) return false;
+        out.push_back(static_cast<char>((high << 4) | low));
+    }
+    bytes = std::move(out);
+    return true;
+}
+
+std::string encode_cursor(std::string_view session_id) {
+    return to_hex(session_id);
+}
+
+SessionPage finish_page(std::vector<SessionSummary> rows, std::size_t limit) {
+    SessionPage page;
+    if (rows.size() > limit) {
+        rows.resize(limit);
+        page.next_cursor = encode_cursor(rows.back().session_id);
+    }
+    page.sessions = std::move(rows);
+    return page;
+}
+
+void throw_conflict(std::uint64_t expected, std::uint64_t actual) {
+    std::string message;
+    if (expected == 0) {
+        message = "the session already exists (version " + std::to_string(actual) +
+                  ") but the write expected to create it";
+    } else if (actual == 0) {
+        message =
+            "the session does not exist but the write expected version " + std::to_string(expected);
+    } else {
+        message = "the session is at version " + std::to_string(actual) +
+                  " but the write expected version " + std::to_string(expected);
+    }
+    message += "; another writer got there first: reload the session and retry";
+    throw SessionStoreConflictError(message, expected, actual);
+}
+
+std::int64_t to_unix_ms(std::chrono::system_clock::time_point time) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();
+}
+
+std::chrono::system_clock::time_point from_unix_ms(std::int64_t ms) {
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::milliseconds(ms)));
+}
+
+std::chrono::system_clock::time_point now_ms() {
+    return from_unix_ms(to_unix_ms(std::chrono::system_clock::now()));
+}
+
+}  // namespace detail
 
 }  // namespace ullm

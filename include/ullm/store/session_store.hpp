@@ -33,10 +33,11 @@ struct SessionSummary {
 /// How to page through `SessionStore::list`.
 struct SessionListOptions {
     std::size_t limit = 100;  ///< At most this many sessions per page (1..1000).
-    std::string cursor;       ///< The `next_cursor` of the previous page; empty for the first.
+    std::string cursor;       ///< The `next_cursor` of the previous page (opaque); empty for the
+                              ///< first page.
 };
 
-/// One page of sessions, ordered by session id.
+/// One page of sessions, ordered by session id byte by byte (as `std::string` compares).
 struct SessionPage {
     std::vector<SessionSummary> sessions;
     std::string next_cursor;  ///< Empty on the last page.
@@ -70,9 +71,11 @@ public:
     /// Deletes the session; returns whether it existed. Throws `SessionStoreError`.
     virtual bool remove(std::string_view tenant, std::string_view session_id) = 0;
 
-    /// The tenant's sessions ordered by session id, one page at a time. Throws
-    /// `ProviderCapabilityError` (`invalid_list_limit`, `invalid_cursor`) and
-    /// `SessionStoreError`.
+    /// The tenant's sessions ordered by session id, one page at a time. A cursor stays valid
+    /// while sessions are written and removed: the next page starts after the last id seen, so
+    /// a full pass sees every session that existed throughout, once. Throws
+    /// `ProviderCapabilityError` (`invalid_tenant`, `invalid_list_limit`, `invalid_cursor`)
+    /// and `SessionStoreError`.
     [[nodiscard]] virtual SessionPage list(std::string_view tenant,
                                            const SessionListOptions& options = {}) = 0;
 };

@@ -1,7 +1,8 @@
 // A tiny program that uses ullm the way an application would: it must compile, link (libcurl
-// included) and run through each way of consuming the package.
+// and SQLite included) and run through each way of consuming the package.
 #include <ullm/core/message.hpp>
 #include <ullm/http/curl_transport.hpp>
+#include <ullm/store/sqlite_session_store.hpp>
 #include <ullm/version.hpp>
 
 #include <cstdio>
@@ -9,6 +10,8 @@
 int main() {
     const auto message = ullm::parse_message(ullm::message_to_json(ullm::Message::user("hi")));
     ullm::CurlTransport transport;
+    const auto store = ullm::SqliteSessionStore::open(":memory:");
+    const auto version = store->put("", "consumer", "{}", 0);
     std::printf("ullm %s: %s\n", std::string(ullm::version()).c_str(), message.text().c_str());
-    return message.text() == "hi" ? 0 : 1;
+    return message.text() == "hi" && version == 1 ? 0 : 1;
 }
