@@ -2,6 +2,7 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/detail/json_checks.hpp>
+#include <ullm/store/session_store.hpp>
 
 #include <fmt/format.h>
 
@@ -22,8 +23,6 @@ using detail::pointer_append;
 using Clock = std::chrono::system_clock;
 
 constexpr std::string_view snapshot_format = "ullm.conversation";
-constexpr std::size_t max_session_id_bytes = 256;
-constexpr std::size_t max_tenant_bytes = 128;
 
 [[noreturn]] void fail(std::string path, std::string constraint) {
     throw InvalidConversationSnapshotError(std::move(path), std::move(constraint));
@@ -56,31 +55,20 @@ void only_keys(const json& object, const std::string& path,
 
 // Whether `text` holds a control character: C0, DEL or C1 (U+0080..U+009F, which UTF-8 writes
 // as C2 80..C2 9F). `text` is valid UTF-8.
-bool has_control_character(std::string_view text) {
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto byte = static_cast<unsigned char>(text[i]);
-        if (byte < 0x20 || byte == 0x7F) return true;
-        if (byte == 0xC2 && i + 1 < text.size()) {
-            const auto next = static_cast<unsigned char>(text[i + 1]);
-            if (next >= 0x80 && next <= 0x9F) return true;
-        }
-    }
-    return false;
-}
-
-std::string parse_key(const json& root, const char* name, std::size_t min_bytes,
-                      std::size_t max_bytes) {
+std::string parse_key(const json& root, const char* name) {
     const std::string path = pointer_append("", name);
     const json& value = required(root, name, path);
     if (!value.is_string()) fail(path, "must be a string");
-    const auto& text = value.get_ref<const std::string&>();
-    if (text.size() < min_bytes || text.size() > max_bytes) {
-        fail(path, "must be " + std::to_string(min_bytes) + ".." + std::to_string(max_bytes) +
-                       " bytes long, not " + std::to_string(text.size()));
+    return value.get<std::string>();
+}
+
+// The store's key rules, reported at the field that breaks them.
+void check_keys(const std::string& tenant, const std::string& session_id) {
+    try {
+        validate_session_key(tenant, session_id);
+    } catch (const ProviderCapabilityError& error) {
+        fail(error.code() == "invalid_tenant" ? "/tenant" : "/session_id", error.message());
     }
-    if (!detail::is_valid_utf8(text)) fail(path, "must be valid UTF-8 text");
-    if (has_control_character(text)) fail(path, "must not contain control characters");
-    return text;
 }
 
 // --- Timestamps --------------------------------------------------------------------------------
@@ -449,8 +437,9 @@ ConversationSnapshot parse_snapshot(const json& value, const SnapshotLimits& lim
               "a snapshot");
 
     ConversationSnapshot snapshot;
-    snapshot.session_id = parse_key(value, "session_id", 1, max_session_id_bytes);
-    snapshot.tenant = parse_key(value, "tenant", 0, max_tenant_bytes);
+    snapshot.session_id = parse_key(value, "session_id");
+    snapshot.tenant = parse_key(value, "tenant");
+    check_keys(snapshot.tenant, snapshot.session_id);
     snapshot.created_at = parse_timestamp(value, "created_at");
     snapshot.updated_at = parse_timestamp(value, "updated_at");
     if (snapshot.created_at > snapshot.updated_at) fail("/created_at", "is later than updated_at");

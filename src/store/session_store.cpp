@@ -1,6 +1,7 @@
 #include <ullm/store/session_store.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 
 #include "store_rules.hpp"
 
@@ -17,42 +18,15 @@ constexpr std::size_t max_session_id_bytes = 256;
 constexpr std::size_t min_list_limit = 1;
 constexpr std::size_t max_list_limit = 1000;
 
-// Why `text` breaks the key rules (valid UTF-8, no control character), or null when it does
-// not. Overlong forms, surrogates and code points past U+10FFFF are invalid UTF-8.
+// Why `text` breaks the key rules (valid UTF-8 without C0, DEL or C1 control characters), or
+// null when it does not.
 const char* key_text_problem(std::string_view text) {
-    std::size_t i = 0;
-    while (i < text.size()) {
-        const auto lead = static_cast<unsigned char>(text[i]);
-        if (lead < 0x80U) {
-            if (lead < 0x20U || lead == 0x7FU) return "contains a control character";
-            ++i;
-            continue;
-        }
-        std::size_t length = 0;
-        unsigned int code_point = 0;
-        if (lead >= 0xC2U && lead <= 0xDFU) {
-            length = 2;
-            code_point = lead & 0x1FU;
-        } else if (lead >= 0xE0U && lead <= 0xEFU) {
-            length = 3;
-            code_point = lead & 0x0FU;
-        } else if (lead >= 0xF0U && lead <= 0xF4U) {
-            length = 4;
-            code_point = lead & 0x07U;
-        } else {
-            return "is not valid UTF-8";
-        }
-        if (text.size() - i < length) return "is not valid UTF-8";
-        for (std::size_t k = 1; k < length; ++k) {
-            const auto next = static_cast<unsigned char>(text[i + k]);
-            if ((next & 0xC0U) != 0x80U) return "is not valid UTF-8";
-            code_point = (code_point << 6U) | (next & 0x3FU);
-        }
-        const bool overlong =
-            (length == 3 && code_point < 0x800U) || (length == 4 && code_point < 0x10000U);
-        const bool surrogate = code_point >= 0xD800U && code_point <= 0xDFFFU;
-        if (overlong || surrogate || code_point > 0x10FFFFU) return "is not valid UTF-8";
-        i += length;
+    if (!detail::is_valid_utf8(text)) return "is not valid UTF-8";
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        const bool c1 = byte == 0xC2U && i + 1 < text.size() &&
+                        static_cast<unsigned char>(text[i + 1]) <= 0x9FU;
+        if (byte < 0x20U || byte == 0x7FU || c1) return "contains a control character";
     }
     return nullptr;
 }
