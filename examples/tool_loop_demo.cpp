@@ -1,24 +1,27 @@
-// ullm foundation demo: a tool-calling exchange with an OpenAI-compatible server, end to end
-// through the real libcurl transport, with no network and no API key.
+// ullm demo: a conversation with a tool, end to end through the real libcurl transport and a
+// SQLite session store, with no network and no API key.
 //
-// An in-process HTTP server on 127.0.0.1 plays a model that first streams a call to the
-// `lookup_weather` tool, then (after the tool result arrives) streams its answer. The program
-// encodes each request with the Chat Completions adapter, streams the reply through
-// CurlTransport, decodes the SSE events, validates the model's arguments against the tool's
-// schema and runs the tool, then shows what a model is told when its arguments are invalid.
+// An in-process HTTP server on 127.0.0.1 plays an OpenAI-compatible model. The first turn is
+// streamed: the model calls the `lookup_weather` tool, the conversation validates the
+// arguments, runs the tool and sends the result back, and the model streams its answer. The
+// second turn is a plain send() that sees the first. The session is persisted after every
+// turn, restored by its id from the store, and exported as Markdown.
 
+#include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
-#include <ullm/http/curl_transport.hpp>
 #include <ullm/providers/openai_chat.hpp>
+#include <ullm/store/sqlite_session_store.hpp>
 #include <ullm/tools/schema.hpp>
-#include <ullm/tools/tool.hpp>
 #include <ullm/tools/tool_registry.hpp>
 
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "support/test_server.hpp"
 
@@ -47,48 +50,25 @@ const std::string answer_round = sse({
     R"({"model":"demo-model","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":64}}})",
 });
 
-// Streams one model round and returns the final canonical response.
-ullm::ChatResponse stream_round(ullm::Transport& transport, const ullm::Provider& provider,
-                                const ullm::ChatRequest& request) {
-    auto stream = transport.open_stream(provider.encode(request, true));
-    if (stream->head().status != 200) {
-        throw std::runtime_error(fmt::format("HTTP {}", stream->head().status));
+void remove_database(const std::filesystem::path& path) {
+    std::error_code ignored;
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+        std::filesystem::remove(path.string() + suffix, ignored);
     }
-    auto decoder = provider.stream_decoder(request);
-    std::vector<ullm::StreamEvent> events;
-    std::string bytes;
-    std::optional<ullm::ChatResponse> final_response;
-    auto handle = [&] {
-        for (auto& event : events) {
-            using Type = ullm::StreamEvent::Type;
-            if (event.type == Type::text_delta) {
-                fmt::print("{}", event.delta);
-                std::fflush(stdout);
-            } else if (event.type == Type::tool_call_end) {
-                fmt::print("\n  [model calls {}({})]\n", event.tool_call->name,
-                           event.tool_call->arguments.dump());
-            } else if (event.type == Type::done) {
-                final_response = std::move(event.response);
-            }
-        }
-        events.clear();
-    };
-    while (stream->read(bytes)) {
-        decoder->feed(bytes, events);
-        handle();
-    }
-    decoder->finish(events);
-    handle();
-    return *final_response;
 }
 
 }  // namespace
 
 int main() {
+    const auto database = std::filesystem::temp_directory_path() /
+                          ("ullm-demo-" + std::to_string(::getpid()) + ".db");
     try {
         ullm::test::TestServer server;
         server.enqueue(ullm::test::ScriptedResponse::sse(tool_call_round, 24));
         server.enqueue(ullm::test::ScriptedResponse::sse(answer_round, 16));
+        server.enqueue(ullm::test::ScriptedResponse::json(
+            200,
+            R"({"model":"demo-model","choices":[{"index":0,"message":{"role":"assistant","content":"Tomorrow stays sunny in Berlin."},"finish_reason":"stop"}],"usage":{"prompt_tokens":160,"completion_tokens":7}})"));
 
         const auto weather = ullm::define_tool(
             {.name = "lookup_weather",
@@ -100,60 +80,63 @@ int main() {
              .execute = [](const ullm::json& args, ullm::ToolContext&) -> ullm::json {
                  return {{"city", args["city"]}, {"forecast", "Sunny"}, {"temperature_c", 24}};
              }});
-        const ullm::ToolRegistry tools({weather});
 
-        ullm::CurlTransport transport;
-        const ullm::OpenAiChatProvider provider(
-            {.base_url = server.base_url() + "/v1", .provider_name = "local"});
+        auto local = std::make_shared<ullm::OpenAiChatProvider>(ullm::OpenAiChatOptions{
+            .base_url = server.base_url() + "/v1", .provider_name = "local"});
+        const ullm::Client client(
+            {.providers = {local},
+             .session_store = ullm::SqliteSessionStore::open(database.string())});
+        const ullm::ConversationOptions options{.session_id = "weather-demo",
+                                                .system = "You are a concise weather assistant.",
+                                                .model = "local/demo-model",
+                                                .tools = {weather},
+                                                .max_tool_rounds = 2};
+        auto conversation = client.conversation(options);
 
-        ullm::ChatRequest request;
-        request.model = "demo-model";
-        request.system = "You are a concise weather assistant.";
-        request.messages = {ullm::Message::user("What is the weather in Berlin?")};
-        for (const auto& tool : tools.tools()) request.tools.push_back(tool.declaration());
-
+        // Turn 1, streamed: text, the tool call, the tool's result, the answer.
         fmt::print("user> What is the weather in Berlin?\nassistant> ");
-        auto first = stream_round(transport, provider, request);
-        request.messages.push_back(first.message);
-
-        std::vector<ullm::ToolResultPart> results;
-        for (const auto& call : first.tool_calls) {
-            ullm::ToolContext context;
-            const auto outcome = tools.run(call.name, call.arguments, context);
-            fmt::print("  [tool {} returned {}]\n", call.name, outcome.result.dump());
-            results.push_back({call.id, call.name, outcome.result, outcome.is_error});
+        auto stream = conversation.send_stream("What is the weather in Berlin?");
+        for (const auto& event : stream) {
+            using Type = ullm::StreamEvent::Type;
+            if (const auto* delta = event.text_delta()) {
+                fmt::print("{}", *delta);
+                std::fflush(stdout);
+            } else if (event.type == Type::tool_call_end) {
+                fmt::print("\n  [model calls {}({})]\n", event.tool_call->name,
+                           event.tool_call->arguments.dump());
+            } else if (event.type == Type::tool_call_result) {
+                fmt::print("  [tool {} returned {}]\nassistant> ", event.tool_name,
+                           event.tool_result->result.dump());
+            }
         }
-        request.messages.push_back(ullm::Message::tool_results(results));
 
-        fmt::print("assistant> ");
-        const auto second = stream_round(transport, provider, request);
-        const ullm::Usage total = [&] {
-            ullm::Usage sum = first.usage;
-            sum += second.usage;
-            return sum;
-        }();
+        // Turn 2: the model sees the first turn.
+        const auto reply = conversation.send("And tomorrow?");
+        fmt::print("\nuser> And tomorrow?\nassistant> {}\n", reply.text);
+
+        // A new handle restores the session from the store by its id.
+        auto restored = client.conversation(options);
+        const auto totals = restored.totals();
         fmt::print(
-            "\n\nfinish: {}; tokens: {} in ({} cached), {} out; {} requests on {} connection\n",
-            ullm::to_string(second.finish_reason), total.input_tokens, total.cached_read_tokens,
-            total.output_tokens, server.request_count(), server.connections_accepted());
+            "\nrestored \"{}\" from SQLite: {} messages, version {}; tokens: {} in ({} cached), "
+            "{} out; {} requests on {} connection\n",
+            restored.id(), restored.history().size(), restored.version(), totals.input_tokens,
+            totals.cached_read_tokens, totals.output_tokens, server.request_count(),
+            server.connections_accepted());
+
+        fmt::print("\n{}\n\n", restored.to_markdown());
 
         // What the model is told when its arguments break the schema.
+        const ullm::ToolRegistry tools({weather});
         ullm::ToolContext context;
         const auto rejected = tools.run("lookup_weather", {{"cty", "Berlin"}}, context);
-        fmt::print("\ninvalid arguments {{\"cty\":\"Berlin\"}} -> {} ({})\n",
+        fmt::print("invalid arguments {{\"cty\":\"Berlin\"}} -> {} ({})\n",
                    rejected.result.get<std::string>(), rejected.error_code);
-
-        const auto sent = server.requests();
-        fmt::print("second request replayed the tool result: {}\n",
-                   sent.size() == 2 && sent[1].body.find("\"role\":\"tool\"") != std::string::npos
-                       ? "yes"
-                       : "no");
+        remove_database(database);
         return 0;
-    } catch (const ullm::Error& error) {
-        std::fprintf(stderr, "demo failed: %s\n", error.what());
-        return 1;
     } catch (const std::exception& error) {
         std::fprintf(stderr, "demo failed: %s\n", error.what());
+        remove_database(database);
         return 1;
     }
 }

@@ -16,7 +16,8 @@ namespace {
 class CustomManager : public ullm::ContextManager {
 public:
     std::function<bool(std::vector<ullm::Message>&)> should;
-    std::function<std::vector<ullm::Message>(std::vector<ullm::Message>&)> trimmer;
+    using Trimmer = std::function<std::vector<ullm::Message>(std::vector<ullm::Message>&)>;
+    Trimmer trimmer;
     bool should_trim(std::vector<ullm::Message> messages) override { return should(messages); }
     std::vector<ullm::Message> trim(std::vector<ullm::Message> messages) override {
         return trimmer(messages);
@@ -76,33 +77,29 @@ TEST_CASE("a custom context manager trims what is sent, not what is stored",
 TEST_CASE("invalid context manager output fails the turn with status 400",
           "[conversation][context]") {
     Scripted s;
-    auto manager = std::make_shared<CustomManager>();
-    manager->should = [](std::vector<ullm::Message>&) { return true; };
-    SECTION("a system message") {
-        manager->trimmer = [](std::vector<ullm::Message>&) {
-            return std::vector<ullm::Message>{ullm::Message::system("injected")};
-        };
-    }
-    SECTION("an orphan tool result") {
-        manager->trimmer = [](std::vector<ullm::Message>& messages) {
-            auto out = messages;
-            out.insert(out.begin(), ullm::Message::tool_results({{"call_x", "t", "r", false}}));
-            return out;
-        };
-    }
-    SECTION("nothing at all") {
-        manager->trimmer = [](std::vector<ullm::Message>&) { return std::vector<ullm::Message>{}; };
-    }
-    auto conversation = s.client.conversation({.context_manager = manager});
-    try {
-        (void)conversation.send("hello");
-        FAIL("no error");
-    } catch (const ullm::ProviderCapabilityError& error) {
-        CHECK(error.code() == "invalid_context_manager_output");
-        CHECK(error.status() == 400);
-    }
+    const auto fails_with_400 = [&](CustomManager::Trimmer trimmer) {
+        auto manager = std::make_shared<CustomManager>();
+        manager->should = [](std::vector<ullm::Message>&) { return true; };
+        manager->trimmer = std::move(trimmer);
+        auto conversation = s.client.conversation({.context_manager = manager});
+        try {
+            (void)conversation.send("hello");
+        } catch (const ullm::ProviderCapabilityError& error) {
+            CHECK(conversation.history().empty());
+            return error.code() == "invalid_context_manager_output" && error.status() == 400;
+        }
+        return false;
+    };
+    CHECK(fails_with_400([](std::vector<ullm::Message>&) {
+        return std::vector<ullm::Message>{ullm::Message::system("injected")};
+    }));
+    CHECK(fails_with_400([](std::vector<ullm::Message>& messages) {
+        auto out = messages;
+        out.insert(out.begin(), ullm::Message::tool_results({{"call_x", "t", "r", false}}));
+        return out;
+    }));
+    CHECK(fails_with_400([](std::vector<ullm::Message>&) { return std::vector<ullm::Message>{}; }));
     CHECK(s.provider->requests().empty());
-    CHECK(conversation.history().empty());
 }
 
 TEST_CASE("a context manager's own exception propagates unchanged", "[conversation][context]") {
@@ -136,4 +133,31 @@ TEST_CASE("a sliding window bounds every request of a long conversation",
     }
     CHECK(s.provider->requests().back().messages.back().text() == "message 5");
     CHECK(conversation.history().size() == 12);
+}
+
+TEST_CASE("summarisation sends a summary plus the recent messages and keeps the transcript",
+          "[conversation][context]") {
+    Scripted s;
+    for (int i = 0; i < 5; ++i) s.provider->push_text("reply " + std::to_string(i));
+    std::vector<std::size_t> summarised;
+    auto conversation = s.client.conversation(
+        {.context_manager = std::make_shared<ullm::SummarisationStrategy>(
+             ullm::SummarisationOptions{.max_messages = 4,
+                                        .keep_last_messages = 2,
+                                        .summarizer = [&](const std::vector<ullm::Message>& old) {
+                                            summarised.push_back(old.size());
+                                            return "They talked about " +
+                                                   std::to_string(old.size()) + " things.";
+                                        }})});
+    for (int i = 0; i < 5; ++i) (void)conversation.send("message " + std::to_string(i));
+    const auto last = s.provider->requests().back().messages;
+    REQUIRE(last.size() >= 2);
+    CHECK(last.front().metadata.value("summary", false));
+    CHECK(last.front().text().find("They talked about") != std::string::npos);
+    CHECK(last.back().text() == "message 4");
+    CHECK_FALSE(summarised.empty());
+    CHECK(conversation.history().size() == 10);  // The stored transcript is whole.
+    for (const auto& message : conversation.history()) {
+        CHECK_FALSE(message.metadata.value("summary", false));
+    }
 }
