@@ -270,4 +270,15 @@ public:
         : Error("session_store_failed", message, 500, retryable) {}
 };
 
+/// A dialog rule was broken: a reserved tool name (`reserved_tool_name`), a malformed or
+/// unknown link (`invalid_link`, `unknown_cell`), a write a pattern may not make
+/// (`pattern_write_denied`) or a handler may not make (`handler_write_denied`), a value that
+/// breaks its cell's schema (`invalid_cell_value`). Status 400, not retryable. Inside a dialog
+/// turn these become tool error results with the message shown to the model.
+class DialogError : public Error {
+public:
+    DialogError(std::string code, const std::string& message)
+        : Error(std::move(code), message, 400, false) {}
+};
+
 }  // namespace ullm
