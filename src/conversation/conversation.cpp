@@ -51,7 +51,7 @@ struct Conversation::State {
     // caller holds the turn slot or runs exclusively, so no other writer of this conversation
     // runs. Returns the version now stored.
     std::uint64_t persist(const std::vector<Message>& messages, const ConversationTotals& sums,
-                          std::chrono::system_clock::time_point now) const {
+                          std::chrono::system_clock::time_point now) {
         std::uint64_t expected = 0;
         std::chrono::system_clock::time_point created;
         {
@@ -66,11 +66,48 @@ struct Conversation::State {
                                             .totals = sums,
                                             .created_at = created,
                                             .updated_at = now};
-        const json value = snapshot_to_json(snapshot);
+        const std::string text = snapshot_to_json(snapshot).dump();
         // Never store what a restore would refuse: a turn whose data breaks a snapshot rule
-        // (a `__proto__` key in a tool result, say) fails here, with the path, uncommitted.
-        (void)parse_snapshot(value);
-        return store->put(options.tenant, options.session_id, value.dump(), expected);
+        // (a `__proto__` key in a tool result, a snapshot over the size limit) fails here,
+        // with the path, uncommitted.
+        (void)parse_snapshot_text(text);
+        try {
+            return store->put(options.tenant, options.session_id, text, expected);
+        } catch (const SessionStoreConflictError&) {
+            // Another writer got there first: take its state, so that retrying the turn works.
+            reload();
+            throw;
+        }
+    }
+
+    // Replaces history, totals and version with what the store holds. Fails closed.
+    void reload() {
+        const auto stored = store->get(options.tenant, options.session_id);
+        if (!stored) return;
+        ConversationSnapshot snapshot = parse_snapshot_text(stored->snapshot);
+        if (snapshot.session_id != options.session_id) {
+            throw InvalidConversationSnapshotError(
+                "/session_id", "does not match the session id it is stored under");
+        }
+        if (snapshot.tenant != options.tenant) {
+            throw InvalidConversationSnapshotError("/tenant",
+                                                   "does not match the tenant it is stored under");
+        }
+        std::lock_guard lock(mutex);
+        history = std::move(snapshot.messages);
+        totals = snapshot.totals;
+        version = stored->version;
+        created_at = snapshot.created_at;
+        updated_at = snapshot.updated_at;
+    }
+
+    // The time of a write: never before the last one, whatever the clock did since.
+    [[nodiscard]] std::chrono::system_clock::time_point write_time() const {
+        const std::chrono::system_clock::time_point now =
+            std::chrono::time_point_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now());
+        std::lock_guard lock(mutex);
+        return std::max({now, created_at, updated_at});
     }
 };
 
@@ -185,6 +222,22 @@ std::vector<Message> without_replay(std::vector<Message> messages) {
     return messages;
 }
 
+// Gives each kept message of `trimmed` back the replay state of the original it equals, in
+// order; summaries and changed messages get none.
+void restore_replay(std::vector<Message>& trimmed, const std::vector<Message>& originals,
+                    const std::vector<Message>& visible) {
+    std::size_t from = 0;
+    for (auto& message : trimmed) {
+        for (std::size_t i = from; i < visible.size(); ++i) {
+            if (visible[i] == message) {
+                message.replay = originals[i].replay;
+                from = i + 1;
+                break;
+            }
+        }
+    }
+}
+
 }  // namespace
 
 namespace detail {
@@ -214,18 +267,37 @@ public:
 
     ~TurnRunner() {
         stop_.request_stop();
-        round_stream_.reset();
-        if (holds_slot_) state_->queue->release();
+        // An abandoned turn is a cancelled one: its spend is counted, its slot freed.
+        if (phase_ != Phase::finished) fail(nullptr);
     }
 
-    void cancel() noexcept { stop_.request_stop(); }
+    // Stops the turn. When no `next()` is running, the turn ends here (slot freed, spend
+    // counted); otherwise the running `next()` throws `CancelledError` and ends it.
+    void cancel() noexcept {
+        stop_.request_stop();
+        std::lock_guard lock(control_);
+        if (!in_next_ && phase_ != Phase::finished) {
+            fail(std::make_exception_ptr(CancelledError("the turn was cancelled")));
+        }
+    }
 
     std::optional<StreamEvent> next() {
-        if (failure_) std::rethrow_exception(failure_);
+        {
+            std::lock_guard lock(control_);
+            if (failure_) std::rethrow_exception(failure_);
+            in_next_ = true;
+        }
+        const auto done = [this] {
+            std::lock_guard lock(control_);
+            in_next_ = false;
+        };
         try {
-            return advance();
+            auto event = advance();
+            done();
+            return event;
         } catch (...) {
             fail(std::current_exception());
+            done();
             throw;
         }
     }
@@ -279,17 +351,26 @@ private:
         ChatRequest request;
         request.model = state_->model_spec;
         request.system = options.system;
+        if (options.system_context) {
+            const std::string context = options.system_context();
+            if (!context.empty()) {
+                request.system += (request.system.empty() ? "" : "\n\n") + context;
+            }
+        }
         std::vector<Message> messages = base_history_;
         messages.insert(messages.end(), turn_messages_.begin(), turn_messages_.end());
         if (options.context_manager) {
-            // The manager sees copies only; what it does to them is discarded.
-            if (options.context_manager->should_trim(messages)) {
+            // The manager sees copies without replay state (it may hand them to another
+            // model); what it does to them is discarded.
+            const std::vector<Message> visible = without_replay(messages);
+            if (options.context_manager->should_trim(visible)) {
                 const std::size_t before = messages.size();
-                std::vector<Message> trimmed = options.context_manager->trim(messages);
+                std::vector<Message> trimmed = options.context_manager->trim(visible);
                 validate_context(trimmed, before);
                 if (options.on_compaction) {
                     options.on_compaction(CompactionEvent{before, trimmed.size(), trimmed});
                 }
+                restore_replay(trimmed, messages, visible);
                 messages = std::move(trimmed);
             }
         }
@@ -320,12 +401,12 @@ private:
         double cap = 0;
         double remaining = std::numeric_limits<double>::infinity();
         if (conversation_cap) {
-            remaining = *conversation_cap - persisted_spend_ - turn_spend_;
+            remaining = *conversation_cap - persisted_spend_ - turn_totals_.cost_usd;
             scope = "conversation";
             cap = *conversation_cap;
         }
-        if (turn_cap && *turn_cap - turn_spend_ < remaining) {
-            remaining = *turn_cap - turn_spend_;
+        if (turn_cap && *turn_cap - turn_totals_.cost_usd < remaining) {
+            remaining = *turn_cap - turn_totals_.cost_usd;
             scope = "turn";
             cap = *turn_cap;
         }
@@ -403,7 +484,6 @@ private:
     void finish_round(ChatResponse response) {
         turn_usage_ += response.usage;
         turn_totals_ += response.usage;
-        turn_spend_ += response.usage.cost_usd.value_or(0.0);
         response.message.role = Role::assistant;
         turn_messages_.push_back(response.message);
         const std::vector<ToolCallPart> calls = response.message.tool_calls();
@@ -444,6 +524,21 @@ private:
     }
 
     void commit(ChatResponse final_response, bool skipped) {
+        // Everything that can fail is done before the write, so that a committed turn never
+        // reports a failure.
+        ConversationReply reply;
+        static_cast<ChatResponse&>(reply) = std::move(final_response);
+        reply.turn_usage = turn_usage_;
+        reply.model_rounds = model_rounds_;
+        reply.tool_rounds = tool_rounds_;
+        reply.budget_skipped = skipped;
+        reply.messages = without_replay(turn_messages_);
+        reply.message.replay.reset();
+        StreamEvent done;
+        done.type = StreamEvent::Type::done;
+        done.usage = reply.usage;
+        done.response = static_cast<const ChatResponse&>(reply);
+
         std::vector<Message> history = base_history_;
         history.insert(history.end(), turn_messages_.begin(), turn_messages_.end());
         ConversationTotals totals;
@@ -451,8 +546,8 @@ private:
             std::lock_guard lock(state_->mutex);
             totals = state_->totals;
         }
-        add_turn_totals(totals);
-        const auto now = now_ms();
+        totals += turn_totals_;
+        const auto now = state_->write_time();
         const std::uint64_t version = state_->persist(history, totals, now);
         {
             std::lock_guard lock(state_->mutex);
@@ -462,34 +557,10 @@ private:
             state_->updated_at = now;
         }
         totals_committed_ = true;
-
-        ConversationReply reply;
-        static_cast<ChatResponse&>(reply) = std::move(final_response);
-        reply.turn_usage = turn_usage_;
-        reply.model_rounds = model_rounds_;
-        reply.tool_rounds = tool_rounds_;
-        reply.budget_skipped = skipped;
-        reply.messages = without_replay(turn_messages_);
-        reply.message.replay.reset();
-
-        StreamEvent done;
-        done.type = StreamEvent::Type::done;
-        done.usage = reply.usage;
-        done.response = static_cast<const ChatResponse&>(reply);
         pending_.push_back(std::move(done));
         reply_ = std::move(reply);
         phase_ = Phase::finished;
         release_slot();
-    }
-
-    void add_turn_totals(ConversationTotals& totals) const {
-        totals.input_tokens += turn_totals_.input_tokens;
-        totals.output_tokens += turn_totals_.output_tokens;
-        totals.reasoning_tokens += turn_totals_.reasoning_tokens;
-        totals.cached_read_tokens += turn_totals_.cached_read_tokens;
-        totals.cached_write_tokens += turn_totals_.cached_write_tokens;
-        totals.cost_usd += turn_totals_.cost_usd;
-        totals.rounds += turn_totals_.rounds;
     }
 
     // A failed turn commits nothing to the history, but what it spent stays in the totals
@@ -508,13 +579,13 @@ private:
                     history = state_->history;
                     totals = state_->totals;
                 }
-                add_turn_totals(totals);
+                totals += turn_totals_;
                 {
                     std::lock_guard lock(state_->mutex);
                     state_->totals = totals;
                 }
                 totals_committed_ = true;
-                const auto now = now_ms();
+                const auto now = state_->write_time();
                 const std::uint64_t version = state_->persist(history, totals, now);
                 std::lock_guard lock(state_->mutex);
                 state_->version = version;
@@ -546,7 +617,6 @@ private:
     std::vector<Message> base_history_;
     std::vector<Message> turn_messages_;
     double persisted_spend_ = 0;
-    double turn_spend_ = 0;
     Usage turn_usage_;
     ConversationTotals turn_totals_;
     bool totals_committed_ = false;
@@ -557,6 +627,8 @@ private:
     std::deque<StreamEvent> pending_;
     std::optional<ConversationReply> reply_;
     std::exception_ptr failure_;
+    std::mutex control_;  ///< Orders `cancel()` from another thread against `next()`.
+    bool in_next_ = false;
 };
 
 }  // namespace detail
@@ -568,15 +640,17 @@ ConversationStream& ConversationStream::operator=(ConversationStream&&) noexcept
 ConversationStream::~ConversationStream() = default;
 
 std::optional<StreamEvent> ConversationStream::next() {
+    if (!runner_) return std::nullopt;  // Moved from.
     return runner_->next();
 }
 
 void ConversationStream::cancel() noexcept {
-    runner_->cancel();
+    if (runner_) runner_->cancel();
 }
 
 const std::optional<ConversationReply>& ConversationStream::reply() const noexcept {
-    return runner_->reply();
+    static const std::optional<ConversationReply> none;
+    return runner_ ? runner_->reply() : none;
 }
 
 Conversation::Conversation(const Client& client, ConversationOptions options)
@@ -589,23 +663,7 @@ Conversation::Conversation(const Client& client, ConversationOptions options)
     state.store = client.session_store();
     state.options = std::move(options);
     state.created_at = state.updated_at = now_ms();
-    if (!state.store) return;
-    const auto stored = state.store->get(state.options.tenant, state.options.session_id);
-    if (!stored) return;
-    ConversationSnapshot snapshot = parse_snapshot_text(stored->snapshot);
-    if (snapshot.session_id != state.options.session_id) {
-        throw InvalidConversationSnapshotError("/session_id",
-                                               "does not match the session id it is stored under");
-    }
-    if (snapshot.tenant != state.options.tenant) {
-        throw InvalidConversationSnapshotError("/tenant",
-                                               "does not match the tenant it is stored under");
-    }
-    state.history = std::move(snapshot.messages);
-    state.totals = snapshot.totals;
-    state.version = stored->version;
-    state.created_at = snapshot.created_at;
-    state.updated_at = snapshot.updated_at;
+    if (state.store) state.reload();
 }
 
 ConversationReply Conversation::send(std::string text, SendOptions options) {
@@ -675,7 +733,7 @@ void Conversation::clear() {
             std::lock_guard lock(state_->mutex);
             totals = state_->totals;
         }
-        const auto now = now_ms();
+        const auto now = state_->write_time();
         const std::uint64_t version = state_->persist({}, totals, now);
         std::lock_guard lock(state_->mutex);
         state_->history.clear();

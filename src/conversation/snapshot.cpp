@@ -366,6 +366,18 @@ ConversationTotals& ConversationTotals::operator+=(const Usage& usage) noexcept 
     return *this;
 }
 
+ConversationTotals& ConversationTotals::operator+=(const ConversationTotals& other) noexcept {
+    input_tokens = saturating_add(input_tokens, other.input_tokens);
+    output_tokens = saturating_add(output_tokens, other.output_tokens);
+    reasoning_tokens = saturating_add(reasoning_tokens, other.reasoning_tokens);
+    cached_read_tokens = saturating_add(cached_read_tokens, other.cached_read_tokens);
+    cached_write_tokens = saturating_add(cached_write_tokens, other.cached_write_tokens);
+    cost_usd += other.cost_usd;
+    if (!std::isfinite(cost_usd)) cost_usd = std::numeric_limits<double>::max();
+    rounds = saturating_add(rounds, other.rounds);
+    return *this;
+}
+
 json totals_to_json(const ConversationTotals& totals) {
     return {{"input_tokens", totals.input_tokens},
             {"output_tokens", totals.output_tokens},

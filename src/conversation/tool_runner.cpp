@@ -29,6 +29,16 @@ ToolResultPart timeout_result(const ToolCallPart& call, std::chrono::millisecond
             true};
 }
 
+// Gives calls that were asked to stop a moment to return, so that a tool that honours its stop
+// token does not keep the busy guard past the turn.
+void grace(const std::vector<std::shared_ptr<CallState>>& states) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    for (const auto& state : states) {
+        std::unique_lock lock(state->mutex);
+        state->finished.wait_until(lock, until, [&] { return state->done; });
+    }
+}
+
 }  // namespace
 
 std::vector<ToolResultPart> run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
@@ -48,28 +58,31 @@ std::vector<ToolResultPart> run_tool_round(const std::shared_ptr<const ToolRegis
                             .model = settings.model,
                             .provider = settings.provider,
                             .tool_call_id = call.id};
+        // The closure is built before the guard counts the call, so that a failure to build
+        // it leaves no call counted.
+        auto run = [registry, queue, state, call, context,
+                    validation = settings.validation]() mutable {
+            ToolOutcome outcome;
+            try {
+                outcome = registry->run(call.name, call.arguments, context, validation);
+            } catch (...) {
+                outcome.is_error = true;  // Only bad_alloc gets here.
+                outcome.error_code = "tool_execution_failed";
+            }
+            // The guard drops before the result is visible, so that the turn that reads the
+            // result never sees its own tool still counted as running.
+            queue->tool_finished();
+            {
+                std::lock_guard lock(state->mutex);
+                state->outcome = std::move(outcome);
+                state->done = true;
+            }
+            state->finished.notify_all();
+        };
         queue->tool_started();
         try {
-            std::thread([registry, queue, state, call, context,
-                         validation = settings.validation]() mutable {
-                ToolOutcome outcome;
-                try {
-                    outcome = registry->run(call.name, call.arguments, context, validation);
-                } catch (...) {
-                    outcome = {"Error: tool \"" + call.name + "\" failed", true,
-                               "tool_execution_failed"};
-                }
-                // The guard drops before the result is visible, so that the turn that reads
-                // the result never sees its own tool still counted as running.
-                queue->tool_finished();
-                {
-                    std::lock_guard lock(state->mutex);
-                    state->outcome = std::move(outcome);
-                    state->done = true;
-                }
-                state->finished.notify_all();
-            }).detach();
-        } catch (const std::system_error&) {
+            std::thread(std::move(run)).detach();
+        } catch (...) {
             queue->tool_finished();
             std::lock_guard lock(state->mutex);
             state->outcome = {"Error: tool \"" + call.name + "\" could not be started", true,
@@ -94,9 +107,11 @@ std::vector<ToolResultPart> run_tool_round(const std::shared_ptr<const ToolRegis
         lock.unlock();
         if (turn_stop.stop_requested()) {
             for (auto& running : states) running->stop.request_stop();
+            grace(states);
             throw CancelledError("the turn was cancelled while its tools ran");
         }
         state.stop.request_stop();
+        grace({states[i]});
         results.push_back(timeout_result(calls[i], settings.timeout));
     }
     return results;

@@ -3,6 +3,7 @@
 #include <ullm/core/error.hpp>
 
 #include <algorithm>
+#include <thread>
 
 namespace ullm {
 
@@ -19,6 +20,12 @@ namespace {
 void TurnQueue::acquire(std::stop_token stop) {
     std::unique_lock lock(mutex_);
     if (tools_running_ > 0) throw_busy();
+    if (active_ && owner_ == std::this_thread::get_id()) {
+        // A callback of the running turn (a context manager, a budget warning) or a consumer
+        // holding an unfinished stream would wait for itself forever.
+        throw ConversationBusyError(
+            "this thread is running a turn of this conversation; finish or cancel it first");
+    }
     const std::uint64_t ticket = next_ticket_++;
     waiting_.push_back(ticket);
     const bool served = changed_.wait(
@@ -35,6 +42,7 @@ void TurnQueue::acquire(std::stop_token stop) {
         throw_busy();
     }
     active_ = true;
+    owner_ = std::this_thread::get_id();
 }
 
 void TurnQueue::release() noexcept {
@@ -61,7 +69,7 @@ void TurnQueue::tool_finished() noexcept {
 void TurnQueue::run_exclusive(const std::function<void()>& action) {
     {
         std::lock_guard lock(mutex_);
-        if (active_ || exclusive_ || tools_running_ > 0) {
+        if (active_ || exclusive_ || tools_running_ > 0 || !waiting_.empty()) {
             throw ConversationBusyError("a turn of this conversation is in progress");
         }
         exclusive_ = true;

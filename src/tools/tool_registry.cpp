@@ -103,6 +103,8 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
         return ToolOutcome{tool->execute(arguments, context), false, {}};
     } catch (const ToolArgumentError& error) {
         return error_outcome(error.code(), prefix + clean(error.message()) + ".");
+    } catch (const ToolResultError& error) {
+        return error_outcome(error.code(), error.message());
     } catch (const Error& error) {
         return error_outcome(error.code(),
                              "Tool " + quote(tool->name()) + " failed: " + clean(error.message()));

@@ -134,11 +134,16 @@ TEST_CASE("a second writer of the same session gets a conflict and commits nothi
         CHECK(error.status() == 409);
         CHECK(error.retryable());
     }
-    CHECK(two.history().empty());
-    CHECK(two.version() == 0);
+    // The loser took the winner's state (and recorded its own spend on top, version 2):
+    // retrying the turn now works.
+    CHECK(two.version() == 2);
+    CHECK(two.history().size() == 2);
+    s.provider->push_text("second, retried");
+    CHECK(two.send("from two").text == "second, retried");
+    CHECK(two.version() == 3);
     // The store holds the first writer's turn; a fresh restore sees it.
     auto fresh = s.client.conversation({.session_id = "contended"});
-    REQUIRE(fresh.history().size() == 2);
+    REQUIRE(fresh.history().size() == 4);
     CHECK(fresh.history()[0].text() == "from one");
 }
 

@@ -649,3 +649,79 @@ TEST_CASE("the markdown export shows metadata, messages and tool traffic", "[con
     CHECK(markdown.find("## User") < markdown.find("**Tool call**"));
     CHECK(markdown.find("**Tool result**") < markdown.find("Sunny | warm."));
 }
+
+TEST_CASE("system context is evaluated before every round and never stored", "[conversation]") {
+    Scripted s;
+    int rounds = 0;
+    s.provider->push_tool_call("lookup_weather", {{"city", "Oslo"}});
+    s.provider->push_text("done");
+    auto conversation = s.client.conversation(
+        {.system = "Be brief.",
+         .system_context = [&] { return "# Round " + std::to_string(++rounds); },
+         .tools = {weather_tool()}});
+    (void)conversation.send("go");
+    const auto requests = s.provider->requests();
+    REQUIRE(requests.size() == 2);
+    CHECK(requests[0].system == "Be brief.\n\n# Round 1");
+    CHECK(requests[1].system == "Be brief.\n\n# Round 2");
+    CHECK(conversation.to_messages()[0].text() == "Be brief.");
+}
+
+TEST_CASE("a tool can answer the model with an exact error text", "[conversation]") {
+    Scripted s;
+    s.provider->push_tool_call("strict", json::object());
+    s.provider->push_text("ok");
+    auto conversation = s.client.conversation(
+        {.tools = {tool_running("strict", [](const json&, ullm::ToolContext&) -> json {
+             throw ullm::ToolResultError("Not found", "not_found");
+         })}});
+    (void)conversation.send("go");
+    const auto result = conversation.history()[2].tool_results()[0];
+    CHECK(result.is_error);
+    CHECK(result.result == "Not found");
+}
+
+TEST_CASE("cancel frees the slot at once and the cancelled turn's spend is counted",
+          "[conversation]") {
+    Scripted s;
+    s.provider->push_tool_call("lookup_weather", {{"city", "Oslo"}}, "", "", {40, 4});
+    s.provider->push_text("never reached");
+    auto conversation = s.client.conversation({.tools = {weather_tool()}});
+    {
+        auto stream = conversation.send_stream("go");
+        for (auto event = stream.next(); event; event = stream.next()) {
+            if (event->type == ullm::StreamEvent::Type::tool_call_result) break;
+        }
+        stream.cancel();  // No further pull: the slot must be free now, on this thread.
+        CHECK(conversation.send("next").text == "never reached");
+        CHECK(error_code_of([&] { (void)stream.next(); }) == "cancelled");
+    }
+    CHECK(conversation.totals().input_tokens == 40);
+    {
+        // A stream dropped after a paid round counts its spend too.
+        s.provider->push_tool_call("lookup_weather", {{"city", "Oslo"}}, "", "", {100, 1});
+        auto stream = conversation.send_stream("again");
+        for (const auto& event : stream) {
+            if (event.type == ullm::StreamEvent::Type::tool_call_result) break;
+        }
+    }
+    CHECK(conversation.totals().input_tokens == 140);
+    CHECK(conversation.history().size() == 2);
+}
+
+TEST_CASE("a callback of the running turn that starts a turn is refused, not deadlocked",
+          "[conversation]") {
+    Scripted s;
+    std::optional<ullm::Conversation> self;
+    self.emplace(s.client.conversation({.system_context = [&]() -> std::string {
+        (void)self->send("nested");
+        return "";
+    }}));
+    CHECK(error_code_of([&] { (void)self->send("go"); }) == "conversation_busy");
+    // A consumer holding an unfinished stream cannot wait for itself either.
+    s.provider->push_text("streamed");
+    auto plain = s.client.conversation({});
+    auto stream = plain.send_stream("one");
+    REQUIRE(stream.next());
+    CHECK(error_code_of([&] { (void)plain.send("two"); }) == "conversation_busy");
+}

@@ -64,6 +64,10 @@ struct ConversationOptions {
     std::string tenant;
     /// The system prompt, pinned at the start of every request; never stored in history.
     std::string system;
+    /// Called before every model round; what it returns is appended (after a blank line) to
+    /// the system prompt of that round only, e.g. state that changes while tools run. Never
+    /// stored. Exceptions it throws fail the turn.
+    std::function<std::string()> system_context;
     /// The model, as `Client::route` understands it; the client's default when empty.
     std::string model;
     /// Provider-specific request fields (see `ChatRequest::provider_options`).

@@ -27,6 +27,9 @@ struct ConversationTotals {
     std::int64_t rounds = 0;               ///< Model requests made.
     friend bool operator==(const ConversationTotals&, const ConversationTotals&) = default;
 
+    /// Adds another set of totals, field by field (saturating).
+    ConversationTotals& operator+=(const ConversationTotals& other) noexcept;
+
     /// Adds one model round's usage (its cost when known) and counts the round. Counts
     /// saturate instead of overflowing; negative counts and negative or non-finite costs add
     /// nothing.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <stop_token>
+#include <thread>
 
 namespace ullm {
 
@@ -20,7 +21,8 @@ namespace ullm {
 class TurnQueue {
 public:
     /// Waits for the caller's turn. Throws `ConversationBusyError` (`conversation_busy`, 409)
-    /// when a tool callback is running on arrival or when the turn reaches the front, and
+    /// when a tool callback is running on arrival or when the turn reaches the front, or when
+    /// the calling thread holds the active turn itself (it would wait for itself), and
     /// `CancelledError` when `stop` is requested while waiting; either way the caller holds no
     /// turn and the next caller is served.
     void acquire(std::stop_token stop = {});
@@ -34,8 +36,8 @@ public:
     /// Counts a tool callback as finished. Does not throw.
     void tool_finished() noexcept;
 
-    /// Runs `action` while no turn is active and no tool runs, with new turns held back until
-    /// it returns; throws `ConversationBusyError` otherwise. For `clear()` and the like.
+    /// Runs `action` while no turn is active or waiting and no tool runs, with new turns held
+    /// back until it returns; throws `ConversationBusyError` otherwise. For `clear()`.
     void run_exclusive(const std::function<void()>& action);
 
     /// How many tool callbacks are running now.
@@ -52,6 +54,7 @@ private:
     std::deque<std::uint64_t> waiting_;  ///< Tickets in arrival order.
     std::uint64_t next_ticket_ = 0;
     bool active_ = false;
+    std::thread::id owner_;  ///< The thread that acquired the active turn.
     bool exclusive_ = false;
     int tools_running_ = 0;
 };

@@ -100,6 +100,15 @@ private:
     std::string reason_;
 };
 
+/// Thrown by a tool callback to answer the model with exactly `message` as the tool's error
+/// result (a registry adds no prefix). `code` is the outcome's error code (default
+/// `tool_error`). Status 400, not retryable.
+class ToolResultError : public Error {
+public:
+    explicit ToolResultError(const std::string& message, std::string code = "tool_error")
+        : Error(std::move(code), message, 400, false) {}
+};
+
 /// The transport could not complete a request: `connection_failed` (could not connect, reset,
 /// disconnected mid-body; retryable), `timeout` (connect or idle timeout; retryable),
 /// `tls_error` (certificate or handshake failure; not retryable).

@@ -64,7 +64,8 @@ public:
     /// arguments are an object, validates them against the tool's parameters when `mode` is
     /// strict, then calls the callback. Every failure, including any exception the callback
     /// throws, becomes an error outcome whose result is text the model can act on; only
-    /// `bad_alloc` while building an outcome escapes. Thread-safe and reentrant (a callback may
+    /// `bad_alloc` while building an outcome escapes. A `ToolResultError` becomes an error
+    /// outcome with its message verbatim. Thread-safe and reentrant (a callback may
     /// run other tools of the same registry).
     [[nodiscard]] ToolOutcome run(std::string_view name, const json& arguments,
                                   ToolContext& context,
