@@ -237,6 +237,14 @@ std::optional<json> narrow(const json& root, const json& node, const std::string
     return json{{"allOf", std::move(parts)}};
 }
 
+// Whether `schema` holds a `$ref` anywhere (schemas are at most `max_schema_depth` deep).
+bool has_ref(const json& schema, std::size_t depth) {
+    if (!schema.is_structured() || depth > max_schema_depth) return false;
+    if (schema.is_object() && schema.contains("$ref")) return true;
+    return std::any_of(schema.begin(), schema.end(),
+                       [&](const json& member) { return has_ref(member, depth + 1); });
+}
+
 json render(const json& value, std::size_t depth) {
     if (!value.is_structured()) return value;
     if (depth > max_render_depth) return "\u2026";
@@ -434,7 +442,7 @@ struct CellSpace::State {
             narrowed = narrow(root, *narrowed, token, 0);
             if (!narrowed) return std::nullopt;
         }
-        if (!where.pointer.empty() && narrowed->is_object()) {
+        if (!where.pointer.empty() && narrowed->is_object() && has_ref(*narrowed, 0)) {
             for (const char* container : {"$defs", "definitions"}) {
                 if (root.contains(container) && !narrowed->contains(container)) {
                     (*narrowed)[container] = root[container];

@@ -100,6 +100,7 @@ struct CellPattern {
 /// space's lifetime. Thread-safe: every member may be called from any thread.
 class CellSpace {
 public:
+    /// An empty space.
     CellSpace();
     ~CellSpace();
     CellSpace(const CellSpace&) = delete;
@@ -180,7 +181,7 @@ public:
     /// `ToolArgumentError`. Thread-safe; the space is not locked while `run` executes.
     HandlerRun run_handler(const CellLink& link, json input);
 
-    /// A read-only view of this space.
+    /// A read-only view of this space (it has no write operation).
     [[nodiscard]] CellReader reader() const;
 
     /// The value as a model is shown it: links stored inside values stay `{"@link": …}`
@@ -201,8 +202,11 @@ private:
 /// Members behave as the `CellSpace` members of the same name. Thread-safe.
 class CellReader {
 public:
+    /// As `CellSpace::get`.
     [[nodiscard]] json get(const CellLink& link) const;
+    /// As `CellSpace::schema`.
     [[nodiscard]] std::optional<json> schema(const CellLink& link) const;
+    /// As `CellSpace::kind`.
     [[nodiscard]] CellKind kind(const CellLink& link) const;
 
 private:
@@ -219,8 +223,12 @@ private:
 /// outlive it. Thread-safe.
 class CellWriter {
 public:
+    /// A writer over `space` that may write inside the links of `writable`.
     CellWriter(CellSpace& space, std::vector<CellLink> writable);
+    /// As `CellSpace::get`: reading is not limited.
     [[nodiscard]] json get(const CellLink& link) const;
+    /// As `CellSpace::set`, but throws `handler_write_denied` (and writes nothing) unless the
+    /// place written lies inside a granted link.
     void set(const CellLink& link, json value);
     /// Whether `link` lies inside a cell this writer may write.
     [[nodiscard]] bool may_write(const CellLink& link) const;
