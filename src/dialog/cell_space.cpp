@@ -468,7 +468,12 @@ struct CellSpace::State {
         if (!tokens.empty()) {
             last = std::move(tokens.back());
             tokens.pop_back();
-            (void)locate({link.cell_id, join_pointer(tokens)}, true, target);
+            const json& parent = locate({link.cell_id, join_pointer(tokens)}, true, target);
+            if (is_link_object(parent)) {
+                // `locate` stops on a link to a handler or pattern cell: nothing to write into.
+                fail("not_a_data_cell", show(link) + " does not resolve to a value: " +
+                                            show(target) + " links to a handler or pattern cell.");
+            }
         }
         const CellLink place = link.pointer.empty() ? target : target.child(last);
         (void)data_cell(place);

@@ -325,6 +325,14 @@ TEST_CASE("a handler writes only its bound cells and its result cell", "[cell_sp
     CHECK(space.get(list) == json{{"items", {"milk"}}});
     CHECK(space.get(other) == json{{"secret", 1}});
 
+    // A stored link to a handler cell reads as the link and cannot be written into.
+    const CellLink tools = space.create(json{{"add", add.to_json()}});
+    CHECK(space.get(tools.child("add")) == add.to_json());
+    CHECK(error_code_of([&] { space.set(tools.child("add").child("x"), 1); }) == "not_a_data_cell");
+    CHECK(error_code_of([&] { (void)space.get(tools.child("add").child("x")); }) ==
+          "not_a_data_cell");
+    CHECK(space.get(tools) == json{{"add", add.to_json()}});
+
     // The model may name its own result cell.
     const CellLink mine = space.create(nullptr);
     CHECK(space.run_handler(add, json{{"item", "eggs"}, {"result", mine.to_json()}}).value ==
