@@ -356,7 +356,7 @@ void check_schema_json_safe(const json& schema) {
 
 class SchemaChecker {
 public:
-    explicit SchemaChecker(const json& root) : root_(root) {}
+    SchemaChecker(const json& root, bool object_root) : root_(root), object_root_(object_root) {}
 
     void run() {
         check_node(root_, "", true);
@@ -373,7 +373,7 @@ private:
                 unsupported(pointer, it.key(), "definitions are supported at the root only");
             }
         }
-        if (is_root) {
+        if (is_root && object_root_) {
             const auto type = node.find("type");
             if (type == node.end() || !type->is_string() || *type != "object") {
                 schema_error(pointer, "the root schema must have \"type\": \"object\"");
@@ -630,6 +630,7 @@ private:
     }
 
     const json& root_;
+    bool object_root_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1132,7 +1133,12 @@ Result check_arguments_safe(const json& arguments) {
 
 void validate_schema(const json& schema) {
     check_schema_json_safe(schema);
-    SchemaChecker(schema).run();
+    SchemaChecker(schema, true).run();
+}
+
+void validate_value_schema(const json& schema) {
+    check_schema_json_safe(schema);
+    SchemaChecker(schema, false).run();
 }
 
 void validate_arguments(const json& schema, const json& arguments) {
@@ -1149,6 +1155,18 @@ void validate_arguments(const json& schema, const json& arguments) {
         throw ToolArgumentError(error.path,
                                 "could not be validated: the schema is too expensive to evaluate "
                                 "for these arguments");
+    }
+    if (failure) throw ToolArgumentError(failure->path, failure->reason);
+}
+
+void validate_value(const json& schema, const json& value) {
+    Result failure;
+    try {
+        failure = ArgumentChecker(schema).check(schema, value, "");
+    } catch (const TooComplex& error) {
+        throw ToolArgumentError(error.path,
+                                "could not be validated: the schema is too expensive to evaluate "
+                                "for this value");
     }
     if (failure) throw ToolArgumentError(failure->path, failure->reason);
 }

@@ -34,6 +34,17 @@ struct CellLink {
 /// The shortest cell id `parse_link` accepts; shorter ones are names a model invented.
 inline constexpr std::size_t min_cell_id_length = 20;
 
+/// The most links one lookup follows (links stored inside values, see `CellSpace::get`) before
+/// it gives up with `invalid_link`.
+inline constexpr std::size_t max_link_hops = 32;
+
+/// The deepest nesting `CellSpace::render_for_model` shows; deeper containers become "…".
+inline constexpr std::size_t max_render_depth = 100;
+
+/// Whether `value` is a link as stored inside a cell value: an object whose only key is
+/// `"@link"`, holding a string. (The string is not checked here; `parse_link` does that.)
+[[nodiscard]] bool is_link_object(const json& value) noexcept;
+
 /// Parses a link as a model writes it: a string `/of:<id>/<pointer>`, an object
 /// `{"@link": "…"}`, or a JSON string holding such an object. Surrounding spaces are trimmed
 /// and a trailing '/' ignored. Throws `DialogError` `invalid_link` with the exact messages the
@@ -47,6 +58,21 @@ enum class CellKind { data, handler, pattern };
 
 class CellReader;
 class CellWriter;
+
+/// What one `CellSpace::run_pattern` produced: the instance's own argument and result cells,
+/// and the result value (already checked against the pattern's `result_schema`).
+struct PatternRun {
+    CellLink argument;
+    CellLink result;
+    json value;
+};
+
+/// What one `CellSpace::run_handler` produced: the result cell the handler was given and what
+/// it wrote there (null when it wrote nothing).
+struct HandlerRun {
+    CellLink result;
+    json value;
+};
 
 /// A callable bound to writable caller state. It receives the model's input (with `result`
 /// holding the link of a fresh result cell unless the model sent its own `result`) and a writer
@@ -74,44 +100,88 @@ struct CellPattern {
 /// space's lifetime. Thread-safe: every member may be called from any thread.
 class CellSpace {
 public:
+    /// An empty space.
     CellSpace();
     ~CellSpace();
     CellSpace(const CellSpace&) = delete;
     CellSpace& operator=(const CellSpace&) = delete;
 
     /// Creates a data cell holding `value` (checked against `schema` when given) and returns
-    /// its link. `id` is generated when empty; a given id must be at least 20 characters, free
-    /// of '/', and unused (`DialogError` `invalid_cell_id`). Throws `invalid_cell_value`.
+    /// its link. `id` is generated when empty ("cell-" and 24 random hex digits); a given id
+    /// must be at least 20 characters of valid UTF-8 without '/', spaces or control
+    /// characters, and unused (`DialogError` `invalid_cell_id`). `schema` may describe any
+    /// JSON type (`validate_value_schema`; otherwise `invalid_cell_schema`). Throws
+    /// `invalid_cell_value`, and `pattern_write_denied` inside a pattern. Thread-safe.
     CellLink create(json value, std::optional<json> schema = std::nullopt, std::string id = {});
 
-    /// Creates a cell holding `handler`. Same id rules as `create`.
+    /// Creates a cell holding `handler`. Same id rules as `create`; `input_schema` must pass
+    /// `validate_schema` (`invalid_cell_schema`), `run` must be set (`invalid_cell_value`) and
+    /// every link in `writes` must name an existing cell (`unknown_cell`).
     CellLink add_handler(CellHandler handler, std::string id = {});
 
-    /// Creates a cell holding `pattern`. Same id rules as `create`.
+    /// Creates a cell holding `pattern`. Same id rules as `create`; `argument_schema` must pass
+    /// `validate_schema` and `result_schema` `validate_value_schema` (`invalid_cell_schema`),
+    /// `run` must be set (`invalid_cell_value`).
     CellLink add_pattern(CellPattern pattern, std::string id = {});
 
     /// What the cell of `link` holds; throws `DialogError` `unknown_cell`.
     [[nodiscard]] CellKind kind(const CellLink& link) const;
 
-    /// The value at `link` (following links stored inside values: `{"@link": …}` objects).
-    /// Throws `unknown_cell`, `invalid_link` (the pointer does not resolve) or
-    /// `not_a_data_cell` for a handler or pattern cell.
+    /// The value at `link`. Links stored inside values (`{"@link": …}` objects, see
+    /// `is_link_object`) are followed wherever the pointer continues past them, and also when
+    /// the pointer lands exactly on one, so the linked value is returned (a model's `read`
+    /// shows the value, not the link); a landing link to a handler or pattern cell is returned
+    /// as the link object itself. Links nested inside the returned value are not inlined. At
+    /// most `max_link_hops` links are followed. Throws `unknown_cell`, `not_a_data_cell` for a
+    /// handler or pattern cell, `invalid_link` (the pointer does not resolve, a stored link is
+    /// malformed, the stored links form a cycle or chain too long). Thread-safe.
     [[nodiscard]] json get(const CellLink& link) const;
 
-    /// The schema of the cell of `link` narrowed to its pointer, when the cell has one.
+    /// The schema of the value `get(link)` returns: the schema of the cell it lives in (after
+    /// following stored links) narrowed to its pointer through `properties`,
+    /// `additionalProperties`, `items`, `$ref`, `allOf`, `anyOf` and `oneOf` (the root's
+    /// `$defs` / `definitions` are carried along; a `"$ref": "#"` inside the narrowed part is
+    /// not rewritten). Nullopt when that cell has no schema or the schema says nothing about
+    /// the pointer. Throws like `get`. Thread-safe.
     [[nodiscard]] std::optional<json> schema(const CellLink& link) const;
 
     /// Writes `value` at `link` (the whole cell when the pointer is empty; the parent must
-    /// exist otherwise), checked against the cell's schema. Throws `pattern_write_denied` when
-    /// called while a pattern of this space runs on the calling thread, `invalid_cell_value`,
-    /// `unknown_cell`, `invalid_link`.
+    /// exist otherwise: an object gets the member added or replaced, an array the element
+    /// replaced, or appended for the index equal to its size or `-`). Stored links on the way
+    /// to the parent are followed (so the write may land in another cell); a link stored at
+    /// the place written is replaced, not written through. The whole new cell value is checked
+    /// against the cell's schema and JSON safety (finite numbers, valid UTF-8, no `__proto__`
+    /// key, nesting at most `detail::max_json_depth`). Throws `pattern_write_denied` when
+    /// called while a pattern of this space runs on the calling thread (see `run_pattern`),
+    /// `invalid_cell_value`, `unknown_cell`, `not_a_data_cell`, `invalid_link`. Thread-safe.
     void set(const CellLink& link, json value);
 
-    /// The handler of a handler cell, or the pattern of a pattern cell; null otherwise.
+    /// The handler of a handler cell, or the pattern of a pattern cell; null for other kinds.
+    /// Throws `unknown_cell`.
     [[nodiscard]] std::shared_ptr<const CellHandler> handler(const CellLink& link) const;
     [[nodiscard]] std::shared_ptr<const CellPattern> pattern(const CellLink& link) const;
 
-    /// A read-only view of this space.
+    /// Runs the pattern of the pattern cell `link` as its own instance: checks `argument`
+    /// against its `argument_schema` (`ToolArgumentError` `invalid_tool_arguments`), stores it
+    /// in a fresh argument cell, calls `run` with a read-only view while this thread is marked
+    /// as running a pattern of this space (so any `create`, `add_*` or `set` on this space from
+    /// this thread throws `pattern_write_denied`), checks the result against `result_schema`
+    /// (`DialogError` `invalid_pattern_result`) and stores it in a fresh result cell. The mark
+    /// is per thread: threads the pattern starts itself are not covered. Exceptions from `run`
+    /// propagate unchanged. Throws `unknown_cell`, `not_a_pattern_cell`. Thread-safe; the space
+    /// is not locked while `run` executes.
+    PatternRun run_pattern(const CellLink& link, const json& argument, std::stop_token stop = {});
+
+    /// Runs the handler of the handler cell `link` on the model's `input` (an object, checked
+    /// against `input_schema`; a `result` member is exempt unless the schema declares it). The
+    /// handler writes through a `CellWriter` limited to its bound cells and its result cell:
+    /// the link in `input["result"]` when the model sent one, otherwise a fresh cell (null)
+    /// whose link is put into the input as `result`. Exceptions from `run` propagate
+    /// unchanged. Throws `unknown_cell`, `not_a_handler_cell`, `invalid_link`,
+    /// `ToolArgumentError`. Thread-safe; the space is not locked while `run` executes.
+    HandlerRun run_handler(const CellLink& link, json input);
+
+    /// A read-only view of this space (it has no write operation).
     [[nodiscard]] CellReader reader() const;
 
     /// The value as a model is shown it: links stored inside values stay `{"@link": …}`
@@ -127,11 +197,16 @@ private:
     std::shared_ptr<State> state_;
 };
 
-/// A read-only view of a `CellSpace`: the only view a pattern receives. Cheap to copy.
+/// A read-only view of a `CellSpace`: the only view a pattern receives. Cheap to copy; shares
+/// ownership of the space's cells, so it stays usable after the `CellSpace` is destroyed.
+/// Members behave as the `CellSpace` members of the same name. Thread-safe.
 class CellReader {
 public:
+    /// As `CellSpace::get`.
     [[nodiscard]] json get(const CellLink& link) const;
+    /// As `CellSpace::schema`.
     [[nodiscard]] std::optional<json> schema(const CellLink& link) const;
+    /// As `CellSpace::kind`.
     [[nodiscard]] CellKind kind(const CellLink& link) const;
 
 private:
@@ -142,11 +217,18 @@ private:
 
 /// A view of a `CellSpace` that may read everything and write only the cells it was granted
 /// (a handler's bound cells and its result cell); other writes throw `DialogError`
-/// `handler_write_denied`.
+/// `handler_write_denied`. A write is judged by where it lands after following stored links,
+/// and a granted link covers its pointer and everything below it (the granted links
+/// themselves are compared as written, not followed). Refers to the space, which must
+/// outlive it. Thread-safe.
 class CellWriter {
 public:
+    /// A writer over `space` that may write inside the links of `writable`.
     CellWriter(CellSpace& space, std::vector<CellLink> writable);
+    /// As `CellSpace::get`: reading is not limited.
     [[nodiscard]] json get(const CellLink& link) const;
+    /// As `CellSpace::set`, but throws `handler_write_denied` (and writes nothing) unless the
+    /// place written lies inside a granted link.
     void set(const CellLink& link, json value);
     /// Whether `link` lies inside a cell this writer may write.
     [[nodiscard]] bool may_write(const CellLink& link) const;

@@ -70,4 +70,18 @@ void validate_schema(const json& schema);
 /// model can act on, e.g. `argument /city is required but missing`. Thread-safe (pure).
 void validate_arguments(const json& schema, const json& arguments);
 
+/// Checks that `schema` is a valid schema for any JSON value: the rules of `validate_schema`
+/// except that the root may describe any type (or leave it open). Used for the schemas of
+/// values that are not tool arguments, such as cells and pattern results. Throws
+/// `ToolDefinitionError` like `validate_schema`. Thread-safe (pure).
+void validate_value_schema(const json& schema);
+
+/// Checks `value`, of any type, against `schema`, which must already have passed
+/// `validate_value_schema` or `validate_schema`. Unlike `validate_arguments` it applies only
+/// the schema: no root-type, reserved-key or depth rule (callers that store the value check
+/// JSON safety themselves, e.g. with `detail::check_json_rules`). Throws `ToolArgumentError`
+/// with the JSON pointer of the first failure (relative to `value`) and its reason.
+/// Thread-safe (pure).
+void validate_value(const json& schema, const json& value);
+
 }  // namespace ullm
