@@ -280,10 +280,12 @@ public:
 };
 
 /// A dialog rule was broken: a reserved tool name (`reserved_tool_name`), a malformed or
-/// unknown link (`invalid_link`, `unknown_cell`), a write a pattern may not make
-/// (`pattern_write_denied`) or a handler may not make (`handler_write_denied`), a value that
-/// breaks its cell's schema (`invalid_cell_value`). Status 400, not retryable. Inside a dialog
-/// turn these become tool error results with the message shown to the model.
+/// unresolvable link (`invalid_link`, `unknown_cell`), a cell of the wrong kind
+/// (`not_a_data_cell`, `not_a_handler_cell`, `not_a_pattern_cell`), a bad cell id, value, schema
+/// or pattern result (`invalid_cell_id`, `invalid_cell_value`, `invalid_cell_schema`,
+/// `invalid_pattern_result`), or a forbidden write (`pattern_write_denied`,
+/// `handler_write_denied`). Status 400, not retryable. Inside a dialog turn these become tool
+/// error results with the message shown to the model. Listed in docs/errors.md.
 class DialogError : public Error {
 public:
     DialogError(std::string code, const std::string& message)
