@@ -508,7 +508,8 @@ private:
             .session_id = conversation().session_id,
             .tenant = conversation().tenant,
             .model = state_->route.model,
-            .provider = std::string(state_->route.provider->name())};
+            .provider = std::string(state_->route.provider->name()),
+            .turn_tag = options_.turn_tag};
         std::vector<ToolResultPart> results = detail::run_tool_round(
             state_->registry, state_->queue, calls, settings, stop_.get_token());
         for (const auto& result : results) {

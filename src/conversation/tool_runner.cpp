@@ -57,7 +57,8 @@ std::vector<ToolResultPart> run_tool_round(const std::shared_ptr<const ToolRegis
                             .tenant = settings.tenant,
                             .model = settings.model,
                             .provider = settings.provider,
-                            .tool_call_id = call.id};
+                            .tool_call_id = call.id,
+                            .turn_tag = settings.turn_tag};
         // The closure is built before the guard counts the call, so that a failure to build
         // it leaves no call counted.
         auto run = [registry, queue, state, call, context,

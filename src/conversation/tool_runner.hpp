@@ -23,6 +23,7 @@ struct ToolRoundSettings {
     std::string tenant;
     std::string model;
     std::string provider;
+    std::string turn_tag;
 };
 
 // The results of `calls`, in call order. A call that does not finish before its deadline is

@@ -113,6 +113,9 @@ struct SendOptions {
     std::optional<std::int64_t> max_tokens;
     /// Cancels the turn: waiting for the slot, the model request, or the tools.
     std::stop_token stop;
+    /// A label of the turn that its tools see as `ToolContext::turn_tag` (a dialog passes its
+    /// turn id, so that a late tool of a replaced turn can tell).
+    std::string turn_tag;
 };
 
 /// The reply of one turn: the final model response plus what the turn did.

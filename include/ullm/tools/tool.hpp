@@ -33,6 +33,7 @@ struct ToolContext {
     std::string model;         ///< The model that asked for the call.
     std::string provider;      ///< The provider that served that model.
     std::string tool_call_id;  ///< The provider's id of this tool call.
+    std::string turn_tag;      ///< The caller's label of the turn (`SendOptions::turn_tag`).
 
     /// Whether the call should stop: a stop was requested or the deadline has passed.
     /// Does not throw; thread-safe.

@@ -1,0 +1,106 @@
+#pragma once
+
+/// `Dialog`: conversations over a caller's cell space, one independent turn per instance (per
+/// user, per session), with the `DialogTool` catalog and a structured result.
+
+#include <ullm/client/client.hpp>
+#include <ullm/core/message.hpp>
+#include <ullm/dialog/cell_space.hpp>
+#include <ullm/dialog/dialog_tool.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ullm {
+
+/// A cell listed, with its current value, in every round's system prompt.
+struct NamedCell {
+    std::string name;
+    CellLink link;
+};
+
+/// Settings of a `Dialog`; written with designated initialisers.
+struct DialogOptions {
+    std::string system;  ///< The caller's system text, first in every round's system prompt.
+    std::string model;   ///< As `Client::route` understands it; the client's default when empty.
+    std::vector<DialogTool> tools;         ///< The caller's tools, in catalog order.
+    bool builtin_tools = true;             ///< Only exactly false removes the six built-ins.
+    std::optional<json> result_schema;     ///< Adds `presentResult`; its call is the result.
+    std::vector<NamedCell> context_cells;  ///< Listed under `# Available Cells`.
+    int max_tool_rounds = 5;               ///< As `ConversationOptions::max_tool_rounds`.
+    std::chrono::milliseconds tool_execution_timeout{30'000};
+};
+
+/// How a `Dialog::send` ended.
+enum class DialogTurnStatus {
+    completed,  ///< The model answered; the turn is in the transcript.
+    ignored,    ///< The instance's turn was still running: nothing was sent or appended.
+    cancelled,  ///< `cancel` ended the turn; nothing of it was appended.
+    failed,     ///< The request failed; `text` says so, `error_code` names the error.
+};
+
+/// What one `Dialog::send` did.
+struct DialogTurn {
+    DialogTurnStatus status = DialogTurnStatus::completed;
+    std::uint64_t turn_id = 0;  ///< The turn's id (for `ignored`, the running turn's).
+    std::string text;  ///< The reply, or the dialog's message for a failure or empty reply.
+    std::optional<json> result;  ///< The instance's structured result after the turn.
+    std::string error_code;      ///< For `failed`.
+};
+
+/// The state of one instance.
+struct DialogInstanceInfo {
+    bool pending = false;       ///< A turn is running.
+    std::uint64_t turn_id = 0;  ///< The latest turn's id (0 before the first).
+    std::chrono::system_clock::time_point last_activity;
+    std::optional<json> result;  ///< The structured result, once `presentResult` was called.
+};
+
+/// Runs tool-using conversations over a cell space for any number of instances, each with its
+/// own transcript, pins, structured result and turn. A message sent while an instance's turn
+/// runs is ignored (the call says so); instances never affect each other. Thread-safe.
+class Dialog {
+public:
+    /// Builds the catalog (`DialogToolRegistry`: reserved names and tool definitions are
+    /// checked here and throw) and routes the model.
+    Dialog(const Client& client, std::shared_ptr<CellSpace> space, DialogOptions options);
+    ~Dialog();
+    Dialog(const Dialog&) = delete;
+    Dialog& operator=(const Dialog&) = delete;
+
+    /// Sends `text` to `instance` and waits for the turn to end. Returns `ignored` at once when
+    /// that instance's turn is running. Never throws for provider failures (they are a
+    /// `failed` turn); throws `bad_alloc` only.
+    DialogTurn send(const std::string& instance, std::string text);
+
+    /// Ends the instance's running turn: the request is aborted, running tools are asked to
+    /// stop, built-ins refuse to commit, and nothing late is written. Returns whether a turn
+    /// was running.
+    bool cancel(const std::string& instance);
+
+    /// The instance's state (a fresh instance when unknown).
+    [[nodiscard]] DialogInstanceInfo info(const std::string& instance) const;
+
+    /// The instance's transcript, without the system prompt.
+    [[nodiscard]] std::vector<Message> transcript(const std::string& instance) const;
+
+    /// The system prompt the instance's next round would get.
+    [[nodiscard]] std::string system_prompt(const std::string& instance) const;
+
+    /// The catalog.
+    [[nodiscard]] const DialogToolRegistry& registry() const noexcept;
+
+    struct Instance;
+    struct State;
+
+private:
+    std::shared_ptr<State> state_;
+};
+
+}  // namespace ullm

@@ -1,0 +1,278 @@
+#include <ullm/dialog/dialog.hpp>
+
+#include <ullm/conversation/conversation.hpp>
+#include <ullm/core/error.hpp>
+
+#include <atomic>
+
+namespace ullm {
+
+namespace {
+
+constexpr const char* empty_reply_text =
+    "I encountered an error generating a response. Please try again.";
+
+constexpr const char* cells_guide =
+    "You work with cells: JSON values addressed by links such as {\"@link\": "
+    "\"/of:<id>/path\"}. Use read() to see a value, invoke() to run a handler or pattern, "
+    "schema() for a cell's shape, pin()/unpin() to keep a cell listed below, and "
+    "updateArgument() to change a running pattern's argument. Use the links exactly as "
+    "listed.";
+
+std::string truncated(std::string text, std::size_t limit) {
+    if (text.size() <= limit) return text;
+    std::size_t cut = limit;
+    // Do not cut a UTF-8 sequence in half.
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U) --cut;
+    text.resize(cut);
+    return text + "…";
+}
+
+}  // namespace
+
+struct Dialog::Instance {
+    std::mutex mutex;
+    std::atomic<bool> pending{false};
+    std::atomic<std::uint64_t> turn_id{0};
+    std::chrono::system_clock::time_point last_activity;
+    std::stop_source stop;
+    DialogInstanceState state;
+    std::optional<json> result;
+    std::uint64_t rounds = 0;        ///< Model rounds started (for presentResult).
+    std::uint64_t result_round = 0;  ///< The round whose first presentResult was kept.
+    std::optional<Conversation> conversation;
+
+    // Whether `tag` names the instance's running turn. Lock-free: called with `mutex` held.
+    [[nodiscard]] bool current(const std::string& tag) const {
+        return pending.load() && std::to_string(turn_id.load()) == tag;
+    }
+};
+
+struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
+    Client client;
+    std::shared_ptr<CellSpace> space;
+    DialogOptions options;
+    DialogToolRegistry registry;
+    mutable std::mutex mutex;
+    std::map<std::string, std::shared_ptr<Instance>, std::less<>> instances;
+
+    State(const Client& owner, std::shared_ptr<CellSpace> cells, DialogOptions settings)
+        : client(owner),
+          space(cells),
+          options(std::move(settings)),
+          registry(std::move(cells), options.tools,
+                   DialogCatalogOptions{options.builtin_tools, options.result_schema}) {}
+
+    std::shared_ptr<Instance> instance(const std::string& name) {
+        std::lock_guard lock(mutex);
+        auto& slot = instances[name];
+        if (!slot) slot = std::make_shared<Instance>();
+        return slot;
+    }
+
+    [[nodiscard]] std::shared_ptr<Instance> find(const std::string& name) const {
+        std::lock_guard lock(mutex);
+        const auto found = instances.find(name);
+        return found == instances.end() ? nullptr : found->second;
+    }
+
+    // The cells section of the system prompt: the context cells, then the instance's pins.
+    std::string cells_section(Instance& instance) const {
+        std::vector<NamedCell> cells = options.context_cells;
+        {
+            std::lock_guard lock(instance.mutex);
+            for (const auto& pin : instance.state.pins) cells.push_back({pin.name, pin.link});
+        }
+        std::string out;
+        if (options.builtin_tools) out += std::string(cells_guide) + "\n\n";
+        out += "# Available Cells\n";
+        if (cells.empty()) out += "\n(none)\n";
+        for (const auto& cell : cells) {
+            out += "\n## " + cell.name + "\nlink: " + cell.link.to_json().dump() + "\n";
+            try {
+                if (auto schema = space->schema(cell.link)) {
+                    out += "schema: " + truncated(schema->dump(), 1000) + "\n";
+                }
+                if (space->kind(cell.link) == CellKind::data) {
+                    out += "value: " +
+                           truncated(CellSpace::render_for_model(space->get(cell.link))
+                                         .dump(-1, ' ', false, json::error_handler_t::replace),
+                                     2000) +
+                           "\n";
+                }
+            } catch (const Error& error) {
+                out += "value: (unavailable: " + error.message() + ")\n";
+            }
+        }
+        return out;
+    }
+
+    // The conversation of an instance, with the catalog as its tools.
+    Conversation& conversation_of(const std::shared_ptr<Instance>& instance,
+                                  const std::string& name) {
+        std::lock_guard guard(instance->mutex);
+        if (instance->conversation) return *instance->conversation;
+        std::vector<Tool> tools;
+        const std::weak_ptr<Instance> weak = instance;
+        // Tools may outlive the dialog (a tool that ignores its stop token): they hold it weakly.
+        const std::weak_ptr<State> dialog = weak_from_this();
+        for (const auto& declaration : registry.declarations()) {
+            tools.push_back(
+                define_tool({.name = declaration.name,
+                             .description = declaration.description,
+                             .parameters = declaration.parameters,
+                             .execute = [dialog, weak, tool = declaration.name](
+                                            const json& input, ToolContext& context) -> json {
+                                 const auto self = dialog.lock();
+                                 const auto owner = weak.lock();
+                                 if (!self || !owner)
+                                     throw ToolResultError("The dialog is gone.", "cancelled");
+                                 return self->run_tool(*owner, tool, input, context);
+                             }}));
+        }
+        instance->conversation.emplace(
+            client.conversation({.session_id = "dialog-" + name.substr(0, 200),
+                                 .system = options.system,
+                                 .system_context = [dialog, weak]() -> std::string {
+                                     const auto self = dialog.lock();
+                                     const auto owner = weak.lock();
+                                     if (!self || !owner) return {};
+                                     {
+                                         std::lock_guard lock(owner->mutex);
+                                         ++owner->rounds;
+                                     }
+                                     return self->cells_section(*owner);
+                                 },
+                                 .model = options.model,
+                                 .tools = std::move(tools),
+                                 .max_tool_rounds = options.max_tool_rounds,
+                                 .tool_execution_timeout = options.tool_execution_timeout}));
+        return *instance->conversation;
+    }
+
+    json run_tool(Instance& instance, const std::string& tool, const json& input,
+                  ToolContext& context) const {
+        if (tool == present_result_tool_name && registry.result_schema()) {
+            std::lock_guard lock(instance.mutex);
+            if (!instance.current(context.turn_tag)) {
+                throw ToolResultError("The turn was cancelled; the result was not stored.",
+                                      "cancelled");
+            }
+            // The first call of a round is the result; a later round's call overwrites it.
+            if (instance.result_round != instance.rounds) {
+                instance.result = input;
+                instance.result_round = instance.rounds;
+            }
+            return input;
+        }
+        DialogCall call{&instance.state, &instance.mutex,
+                        [&instance, tag = context.turn_tag] { return instance.current(tag); },
+                        &context};
+        ToolOutcome outcome = registry.run(tool, input, call);
+        if (outcome.is_error) {
+            throw ToolResultError(outcome.result.is_string() ? outcome.result.get<std::string>()
+                                                             : outcome.result.dump(),
+                                  outcome.error_code.empty() ? "tool_error" : outcome.error_code);
+        }
+        return outcome.result;
+    }
+};
+
+Dialog::Dialog(const Client& client, std::shared_ptr<CellSpace> space, DialogOptions options)
+    : state_(std::make_shared<State>(client, std::move(space), std::move(options))) {
+    (void)client.route(state_->options.model);  // Fails here when the model has no route.
+}
+
+Dialog::~Dialog() {
+    std::lock_guard lock(state_->mutex);
+    for (auto& [name, instance] : state_->instances) instance->stop.request_stop();
+}
+
+DialogTurn Dialog::send(const std::string& instance_name, std::string text) {
+    const auto instance = state_->instance(instance_name);
+    std::uint64_t id = 0;
+    std::stop_token stop;
+    {
+        std::lock_guard lock(instance->mutex);
+        if (instance->pending) {
+            return {DialogTurnStatus::ignored, instance->turn_id.load(),
+                    "A turn of this instance is running; the message was ignored. Cancel it "
+                    "before sending a replacement.",
+                    instance->result, "turn_in_progress"};
+        }
+        id = ++instance->turn_id;
+        instance->pending = true;
+        instance->stop = std::stop_source();
+        stop = instance->stop.get_token();
+        instance->last_activity = std::chrono::system_clock::now();
+    }
+    // Whatever happens, `pending` is cleared for this turn (never left stuck).
+    const auto finish = [&](DialogTurn turn) {
+        std::lock_guard lock(instance->mutex);
+        if (instance->turn_id == id) instance->pending = false;
+        instance->last_activity = std::chrono::system_clock::now();
+        turn.turn_id = id;
+        turn.result = instance->result;
+        return turn;
+    };
+    try {
+        auto& conversation = state_->conversation_of(instance, instance_name);
+        const auto reply =
+            conversation.send(std::move(text), {.stop = stop, .turn_tag = std::to_string(id)});
+        DialogTurn turn;
+        turn.text = reply.text.empty() && reply.tool_calls.empty() ? empty_reply_text : reply.text;
+        return finish(std::move(turn));
+    } catch (const CancelledError&) {
+        return finish({DialogTurnStatus::cancelled, 0, "The turn was cancelled.", {}, "cancelled"});
+    } catch (const Error& error) {
+        return finish({DialogTurnStatus::failed,
+                       0,
+                       "I encountered an error generating a response: " + error.message(),
+                       {},
+                       error.code()});
+    }
+}
+
+bool Dialog::cancel(const std::string& instance_name) {
+    const auto instance = state_->find(instance_name);
+    if (!instance) return false;
+    std::lock_guard lock(instance->mutex);
+    if (!instance->pending) return false;
+    instance->pending = false;
+    instance->stop.request_stop();
+    instance->last_activity = std::chrono::system_clock::now();
+    return true;
+}
+
+DialogInstanceInfo Dialog::info(const std::string& instance_name) const {
+    const auto instance = state_->find(instance_name);
+    if (!instance) return {};
+    std::lock_guard lock(instance->mutex);
+    return {instance->pending.load(), instance->turn_id.load(), instance->last_activity,
+            instance->result};
+}
+
+std::vector<Message> Dialog::transcript(const std::string& instance_name) const {
+    const auto instance = state_->find(instance_name);
+    if (!instance) return {};
+    std::optional<Conversation> conversation;
+    {
+        std::lock_guard lock(instance->mutex);
+        conversation = instance->conversation;
+    }
+    return conversation ? conversation->history() : std::vector<Message>{};
+}
+
+std::string Dialog::system_prompt(const std::string& instance_name) const {
+    const auto instance = state_->find(instance_name);
+    Instance empty;
+    std::string prompt = state_->options.system;
+    const std::string cells = state_->cells_section(instance ? *instance : empty);
+    return prompt.empty() ? cells : prompt + "\n\n" + cells;
+}
+
+const DialogToolRegistry& Dialog::registry() const noexcept {
+    return state_->registry;
+}
+
+}  // namespace ullm
