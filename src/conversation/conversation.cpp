@@ -509,7 +509,8 @@ private:
             .tenant = conversation().tenant,
             .model = state_->route.model,
             .provider = std::string(state_->route.provider->name()),
-            .turn_tag = options_.turn_tag};
+            .turn_tag = options_.turn_tag,
+            .unknown_tool_text = conversation().unknown_tool_text};
         std::vector<ToolResultPart> results = detail::run_tool_round(
             state_->registry, state_->queue, calls, settings, stop_.get_token());
         for (const auto& result : results) {

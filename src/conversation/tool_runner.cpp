@@ -61,11 +61,15 @@ std::vector<ToolResultPart> run_tool_round(const std::shared_ptr<const ToolRegis
                             .turn_tag = settings.turn_tag};
         // The closure is built before the guard counts the call, so that a failure to build
         // it leaves no call counted.
-        auto run = [registry, queue, state, call, context,
-                    validation = settings.validation]() mutable {
+        auto run = [registry, queue, state, call, context, validation = settings.validation,
+                    unknown = settings.unknown_tool_text]() mutable {
             ToolOutcome outcome;
             try {
-                outcome = registry->run(call.name, call.arguments, context, validation);
+                if (!unknown.empty() && registry->find(call.name) == nullptr) {
+                    outcome = {unknown, true, "unknown_tool"};
+                } else {
+                    outcome = registry->run(call.name, call.arguments, context, validation);
+                }
             } catch (...) {
                 outcome.is_error = true;  // Only bad_alloc gets here.
                 outcome.error_code = "tool_execution_failed";

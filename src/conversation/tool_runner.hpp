@@ -24,6 +24,7 @@ struct ToolRoundSettings {
     std::string model;
     std::string provider;
     std::string turn_tag;
+    std::string unknown_tool_text;  ///< Replaces the registry's unknown-tool text when set.
 };
 
 // The results of `calls`, in call order. A call that does not finish before its deadline is

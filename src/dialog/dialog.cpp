@@ -146,7 +146,8 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
                                  .model = options.model,
                                  .tools = std::move(tools),
                                  .max_tool_rounds = options.max_tool_rounds,
-                                 .tool_execution_timeout = options.tool_execution_timeout}));
+                                 .tool_execution_timeout = options.tool_execution_timeout,
+                                 .unknown_tool_text = "Tool has neither pattern nor handler"}));
         return *instance->conversation;
     }
 

@@ -155,3 +155,16 @@ TEST_CASE("a dialog refuses reserved tool names when it is built", "[dialog]") {
     CHECK_NOTHROW(
         n.dialog({.tools = {ullm::DialogTool::pattern("read", n.wait)}, .builtin_tools = false}));
 }
+
+TEST_CASE("a dialog answers a call outside its catalog with its own text", "[dialog]") {
+    Notes n;
+    n.provider->push_tool_call("read", {{"path", n.notes.to_string()}});
+    n.provider->push_text("ok");
+    auto dialog = n.dialog({.builtin_tools = false});
+    (void)dialog.send("alice", "read it");
+    const auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 4);
+    const auto result = transcript[2].tool_results().at(0);
+    CHECK(result.is_error);
+    CHECK(result.result == "Tool has neither pattern nor handler");
+}

@@ -83,6 +83,9 @@ struct ConversationOptions {
     /// How long one tool call may run (> 0, at most 300 s) before it is asked to stop and
     /// answered with an error result.
     std::chrono::milliseconds tool_execution_timeout{30'000};
+    /// What the model is told when it calls a tool the conversation does not have; empty for
+    /// the default, which names the tools that exist.
+    std::string unknown_tool_text;
     /// Strict (the default) validates the model's arguments against each tool's schema.
     ValidationMode tool_validation = ValidationMode::strict;
     /// Decides what part of the history is sent; everything when null.
