@@ -435,8 +435,10 @@ TEST_CASE("a turn queued before a tool callback began is refused when it gets th
           "[conversation]") {
     Scripted s;
     std::atomic<bool> release{false};
+    std::atomic<bool> returned{false};
     auto stubborn = tool_running("stubborn", [&](const json&, ullm::ToolContext&) -> json {
         while (!release) std::this_thread::sleep_for(1ms);
+        returned = true;  // The last touch of this test's stack.
         return "late";
     });
     s.provider->push_tool_call("stubborn", json::object());
@@ -457,6 +459,7 @@ TEST_CASE("a turn queued before a tool callback began is refused when it gets th
     CHECK(roles(conversation.history()) ==
           std::vector<R>{R::user, R::assistant, R::tool, R::assistant});
     CHECK(s.provider->requests().size() == 2);
+    wait_until([&] { return returned.load(); });  // The orphaned callback must not outlive us.
 }
 
 TEST_CASE("turns from 8 threads run one at a time, each on the previous commit", "[conversation]") {
