@@ -423,21 +423,9 @@ json OpenAiChatProvider::encode_body(const ChatRequest& request, bool stream) co
         body["tools"] = std::move(tools);
     }
     if (request.tool_choice) {
-        switch (request.tool_choice->mode) {
-            case ToolChoice::Mode::automatic:
-                body["tool_choice"] = "auto";
-                break;
-            case ToolChoice::Mode::none:
-                body["tool_choice"] = "none";
-                break;
-            case ToolChoice::Mode::required:
-                body["tool_choice"] = "required";
-                break;
-            case ToolChoice::Mode::tool:
-                body["tool_choice"] = {{"type", "function"},
-                                       {"function", {{"name", request.tool_choice->name}}}};
-                break;
-        }
+        body["tool_choice"] = detail::openai_tool_choice(
+            *request.tool_choice,
+            json{{"type", "function"}, {"function", {{"name", request.tool_choice->name}}}});
     }
     if (request.max_tokens) {
         const bool completion_field =

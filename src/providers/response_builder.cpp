@@ -206,4 +206,18 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
     validate_declarations(request.tools);
 }
 
+json openai_tool_choice(const ToolChoice& choice, const json& named) {
+    switch (choice.mode) {
+        case ToolChoice::Mode::automatic:
+            return "auto";
+        case ToolChoice::Mode::none:
+            return "none";
+        case ToolChoice::Mode::required:
+            return "required";
+        case ToolChoice::Mode::tool:
+            return named;
+    }
+    return "auto";
+}
+
 }  // namespace ullm::detail

@@ -85,6 +85,11 @@ HttpRequest openai_http_request(std::string url, const json& body, bool stream,
                                 std::chrono::milliseconds connect_timeout,
                                 std::chrono::milliseconds idle_timeout);
 
+/// The `tool_choice` both OpenAI APIs take; `named` is how the API spells a named function
+/// (`{"type":"function","function":{"name":…}}` for Chat, `{"type":"function","name":…}` for
+/// Responses).
+json openai_tool_choice(const ToolChoice& choice, const json& named);
+
 /// Throws `ProviderCapabilityError` (`unsupported_option`) for options `capabilities` rules
 /// out, and validates the tools (names, descriptions, schemas, duplicates) as define_tool does.
 void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,

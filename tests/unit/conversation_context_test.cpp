@@ -7,8 +7,11 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/scripted_client.hpp"
 
 using ullm::json;
+
+using Scripted = ullm::test::ScriptedClient;
 
 namespace {
 
@@ -26,12 +29,6 @@ public:
 
 struct ManagerError {
     int value;
-};
-
-struct Scripted {
-    std::shared_ptr<ullm::ScriptedProvider> provider =
-        std::make_shared<ullm::ScriptedProvider>("scripted");
-    ullm::Client client{{.default_model = "scripted/model-a", .providers = {provider}}};
 };
 
 }  // namespace

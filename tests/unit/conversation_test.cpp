@@ -14,19 +14,17 @@
 
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
+#include "support/scripted_client.hpp"
 
 using namespace std::chrono_literals;
 using ullm::json;
 
 using ullm::test::error_code_of;
 
-namespace {
+using Scripted = ullm::test::ScriptedClient;
+using ullm::test::wait_until;
 
-struct Scripted {
-    std::shared_ptr<ullm::ScriptedProvider> provider =
-        std::make_shared<ullm::ScriptedProvider>("scripted");
-    ullm::Client client{{.default_model = "scripted/model-a", .providers = {provider}}};
-};
+namespace {
 
 ullm::Tool weather_tool(std::atomic<int>* calls = nullptr) {
     return ullm::define_tool(
@@ -62,14 +60,6 @@ std::vector<ullm::Role> roles(const std::vector<ullm::Message>& messages) {
     std::vector<ullm::Role> out;
     for (const auto& message : messages) out.push_back(message.role);
     return out;
-}
-
-void wait_until(const std::function<bool()>& condition) {
-    const auto give_up = std::chrono::steady_clock::now() + 10s;
-    while (!condition() && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(1ms);
-    }
-    REQUIRE(condition());
 }
 
 using R = ullm::Role;

@@ -8,9 +8,12 @@
 #include <thread>
 
 #include "support/catch.hpp"
+#include "support/scripted_client.hpp"
 
 using namespace std::chrono_literals;
 using ullm::json;
+
+using ullm::test::wait_until;
 
 namespace {
 
@@ -40,14 +43,6 @@ struct Notes {
         return ullm::Dialog(client, space, std::move(options));
     }
 };
-
-void wait_until(const std::function<bool()>& condition) {
-    const auto give_up = std::chrono::steady_clock::now() + 10s;
-    while (!condition() && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(1ms);
-    }
-    REQUIRE(condition());
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
+#include "support/scripted_client.hpp"
 
 using namespace std::chrono_literals;
 
@@ -18,11 +19,7 @@ using ullm::test::error_code_of;
 namespace {
 
 void wait_for_waiting(const ullm::TurnQueue& queue, std::size_t count) {
-    const auto give_up = std::chrono::steady_clock::now() + 10s;
-    while (queue.waiting() != count && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(1ms);
-    }
-    REQUIRE(queue.waiting() == count);
+    ullm::test::wait_until([&] { return queue.waiting() == count; });
 }
 
 }  // namespace
