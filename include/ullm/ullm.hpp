@@ -11,6 +11,10 @@
 #include <ullm/core/error.hpp>
 #include <ullm/core/message.hpp>
 #include <ullm/core/usage.hpp>
+#include <ullm/dialog/cell_space.hpp>
+#include <ullm/dialog/dialog.hpp>
+#include <ullm/dialog/dialog_tool.hpp>
+#include <ullm/dialog/generate_object.hpp>
 #include <ullm/http/curl_transport.hpp>
 #include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/gemini.hpp>

@@ -7,6 +7,7 @@
 #include <ullm/tools/tool_registry.hpp>
 
 #include "tool_runner.hpp"
+#include "tool_sequence.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -377,7 +378,7 @@ private:
         request.messages = std::move(messages);
         for (const auto& tool : options.tools) request.tools.push_back(tool.declaration());
         request.tool_choice = options.tool_choice;
-        if (model_rounds_ > 0 && request.tool_choice &&
+        if (model_rounds_ > 0 && !options.keep_tool_choice && request.tool_choice &&
             (request.tool_choice->mode == ToolChoice::Mode::required ||
              request.tool_choice->mode == ToolChoice::Mode::tool)) {
             request.tool_choice = ToolChoice::automatic();
@@ -484,9 +485,15 @@ private:
     void finish_round(ChatResponse response) {
         turn_usage_ += response.usage;
         turn_totals_ += response.usage;
+        // A reply that lands after a cancel belongs to no turn: it is counted, never stored.
+        if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
         response.message.role = Role::assistant;
-        turn_messages_.push_back(response.message);
         const std::vector<ToolCallPart> calls = response.message.tool_calls();
+        if (calls.empty() && response.text.empty() && !conversation().empty_reply_text.empty()) {
+            response.text = conversation().empty_reply_text;
+            response.message.parts.emplace_back(TextPart{response.text});
+        }
+        turn_messages_.push_back(response.message);
         if (calls.empty()) {
             commit(std::move(response), false);
             return;
@@ -505,15 +512,22 @@ private:
         const detail::ToolRoundSettings settings{
             .timeout = conversation().tool_execution_timeout,
             .validation = conversation().tool_validation,
+            .sequential = conversation().sequential_tool_calls,
             .session_id = conversation().session_id,
             .tenant = conversation().tenant,
             .model = state_->route.model,
             .provider = std::string(state_->route.provider->name()),
             .turn_tag = options_.turn_tag,
             .unknown_tool_text = conversation().unknown_tool_text};
-        std::vector<ToolResultPart> results = detail::run_tool_round(
-            state_->registry, state_->queue, calls, settings, stop_.get_token());
-        for (const auto& result : results) {
+        detail::ToolRound round = detail::run_tool_round(state_->registry, state_->queue, calls,
+                                                         settings, stop_.get_token());
+        if (round.cancelled) {
+            // Every call is answered, so a kept interrupted turn leaves none dangling.
+            unrun_calls_ += round.cancelled_calls;
+            turn_messages_.push_back(Message::tool_results(std::move(round.results)));
+            throw CancelledError("the turn was cancelled while its tools ran");
+        }
+        for (const auto& result : round.results) {
             StreamEvent event;
             event.type = StreamEvent::Type::tool_call_result;
             event.tool_call_id = result.tool_call_id;
@@ -521,7 +535,11 @@ private:
             event.tool_result = result;
             pending_.push_back(std::move(event));
         }
-        turn_messages_.push_back(Message::tool_results(std::move(results)));
+        turn_messages_.push_back(Message::tool_results(std::move(round.results)));
+        if (round.end_turn) {
+            commit(std::move(response), false);
+            return;
+        }
         phase_ = Phase::round_start;
     }
 
@@ -541,37 +559,28 @@ private:
         done.usage = reply.usage;
         done.response = static_cast<const ChatResponse&>(reply);
 
-        std::vector<Message> history = base_history_;
-        history.insert(history.end(), turn_messages_.begin(), turn_messages_.end());
-        ConversationTotals totals;
-        {
-            std::lock_guard lock(state_->mutex);
-            totals = state_->totals;
-        }
-        totals += turn_totals_;
-        const auto now = state_->write_time();
-        const std::uint64_t version = state_->persist(history, totals, now);
-        {
-            std::lock_guard lock(state_->mutex);
-            state_->history = std::move(history);
-            state_->totals = totals;
-            state_->version = version;
-            state_->updated_at = now;
-        }
-        totals_committed_ = true;
+        store_turn(turn_messages_);
         pending_.push_back(std::move(done));
         reply_ = std::move(reply);
         phase_ = Phase::finished;
         release_slot();
     }
 
-    // A failed turn commits nothing to the history, but what it spent stays in the totals
-    // (and is persisted when possible) so that budgets count it.
+    // A failed turn commits nothing to the history (unless `on_interrupted_turn` keeps what it
+    // has), but what it spent stays in the totals (and is persisted when possible) so that
+    // budgets count it.
     void fail(std::exception_ptr error) noexcept {
         failure_ = error;
         phase_ = Phase::finished;
         pending_.clear();
         round_stream_.reset();
+        if (holds_slot_ && !totals_committed_ && conversation().on_interrupted_turn) {
+            try {
+                keep_interrupted(error);
+            } catch (...) {
+                // Kept messages that cannot be stored are dropped; the totals still count.
+            }
+        }
         if (holds_slot_ && !totals_committed_ && turn_totals_.rounds > 0) {
             try {
                 std::vector<Message> history;
@@ -600,6 +609,71 @@ private:
         release_slot();
     }
 
+    // Commits the user message and the finished rounds of an interrupted turn, every call
+    // answered, then the message `on_interrupted_turn` returns.
+    void keep_interrupted(const std::exception_ptr& error) {
+        InterruptedTurn interrupted{"cancelled", "the turn was abandoned", unrun_calls_};
+        if (error) {
+            try {
+                std::rethrow_exception(error);
+            } catch (const SessionStoreConflictError&) {
+                return;  // The stored session moved on; this turn's base is stale.
+            } catch (const Error& failure) {
+                interrupted.code = failure.code();
+                interrupted.message = failure.message();
+            } catch (const std::exception& failure) {
+                interrupted.code = "turn_failed";
+                interrupted.message = failure.what();
+            }
+        }
+        std::vector<Message> kept = turn_messages_;
+        if (kept.empty()) return;
+        if (const auto calls = kept.back().tool_calls();
+            kept.back().role == Role::assistant && !calls.empty()) {
+            // Calls the failure left unrun (a round over max_tool_rounds, say).
+            std::vector<ToolResultPart> results;
+            for (const auto& call : calls) {
+                results.push_back({call.id, call.name,
+                                   interrupted.code == "cancelled"
+                                       ? std::string(detail::tool_call_cancelled_text)
+                                       : "Tool call not run: " + interrupted.message,
+                                   true});
+            }
+            interrupted.unrun_calls += calls.size();
+            kept.push_back(Message::tool_results(std::move(results)));
+        }
+        if (auto extra = conversation().on_interrupted_turn(interrupted)) {
+            if (extra->role == Role::system || extra->role == Role::tool) {
+                throw InvalidMessageError("/role",
+                                          "an interrupted turn's message must be a "
+                                          "user or assistant message");
+            }
+            kept.push_back(parse_message(message_to_json(*extra)));
+        }
+        store_turn(kept);
+    }
+
+    // Persists the history with `messages` appended and the turn's spend added, then makes
+    // that the conversation's state.
+    void store_turn(const std::vector<Message>& messages) {
+        std::vector<Message> history = base_history_;
+        history.insert(history.end(), messages.begin(), messages.end());
+        ConversationTotals totals;
+        {
+            std::lock_guard lock(state_->mutex);
+            totals = state_->totals;
+        }
+        totals += turn_totals_;
+        const auto now = state_->write_time();
+        const std::uint64_t version = state_->persist(history, totals, now);
+        std::lock_guard lock(state_->mutex);
+        state_->history = std::move(history);
+        state_->totals = totals;
+        state_->version = version;
+        state_->updated_at = now;
+        totals_committed_ = true;
+    }
+
     void release_slot() noexcept {
         if (holds_slot_) {
             holds_slot_ = false;
@@ -624,6 +698,7 @@ private:
     bool totals_committed_ = false;
     int model_rounds_ = 0;
     int tool_rounds_ = 0;
+    std::size_t unrun_calls_ = 0;  ///< Calls a cancel answered `Tool call cancelled`.
     bool warned_ = false;
     std::optional<ChatStream> round_stream_;
     std::deque<StreamEvent> pending_;
@@ -662,7 +737,7 @@ Conversation::Conversation(const Client& client, ConversationOptions options)
     state.route = client.route(options.model);
     state.model_spec = std::string(state.route.provider->name()) + "/" + state.route.model;
     state.registry = std::make_shared<const ToolRegistry>(options.tools);
-    state.store = client.session_store();
+    if (options.use_session_store) state.store = client.session_store();
     state.options = std::move(options);
     state.created_at = state.updated_at = now_ms();
     if (state.store) state.reload();
@@ -688,9 +763,9 @@ ConversationStream Conversation::send_stream(Message user_message, SendOptions o
                                                                    std::move(options), true));
 }
 
-std::vector<Message> Conversation::history() const {
+std::vector<Message> Conversation::history(bool include_replay) const {
     std::lock_guard lock(state_->mutex);
-    return without_replay(state_->history);
+    return include_replay ? state_->history : without_replay(state_->history);
 }
 
 std::vector<Message> Conversation::to_messages() const {
@@ -726,6 +801,50 @@ json Conversation::serialise() const {
                                                  .totals = state_->totals,
                                                  .created_at = state_->created_at,
                                                  .updated_at = state_->updated_at});
+}
+
+void Conversation::append(std::vector<Message> messages) {
+    // Checked as a stored message is, so that what is appended could also be restored.
+    for (std::size_t index = 0; index < messages.size(); ++index) {
+        const std::string at = "/" + std::to_string(index);
+        if (messages[index].role == Role::system) {
+            throw InvalidMessageError(at + "/role",
+                                      "the conversation adds its system prompt itself");
+        }
+        try {
+            messages[index] = parse_message(message_to_json(messages[index], true));
+        } catch (const InvalidMessageError& error) {
+            throw InvalidMessageError(at + error.path(), error.constraint());
+        }
+    }
+    state_->queue->run_exclusive([&] {
+        std::vector<Message> history;
+        ConversationTotals totals;
+        {
+            std::lock_guard lock(state_->mutex);
+            history = state_->history;
+            totals = state_->totals;
+        }
+        const std::size_t first = history.size();
+        history.insert(history.end(), messages.begin(), messages.end());
+        const auto violation = detail::check_tool_sequence(history);
+        if (violation && violation->message >= first) {
+            throw InvalidMessageError(
+                "/" + std::to_string(violation->message - first) + violation->pointer,
+                violation->rule);
+        }
+        if (!history.empty() && !history.back().tool_calls().empty()) {
+            throw InvalidMessageError("/" + std::to_string(messages.size() - 1),
+                                      "leaves its tool calls unanswered; append their results "
+                                      "too");
+        }
+        const auto now = state_->write_time();
+        const std::uint64_t version = state_->persist(history, totals, now);
+        std::lock_guard lock(state_->mutex);
+        state_->history = std::move(history);
+        state_->version = version;
+        state_->updated_at = now;
+    });
 }
 
 void Conversation::clear() {

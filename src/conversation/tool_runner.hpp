@@ -1,14 +1,15 @@
 #pragma once
 
-// Runs one round of tool calls for a conversation: each call on its own thread, all in
-// parallel, each with a deadline and a stop token, counted by the turn queue's busy guard until
-// its callback really returns.
+// Runs one round of tool calls for a conversation: each call on its own thread, all at once or
+// one after another, each with a deadline and a stop token, counted by the turn queue's busy
+// guard until its callback really returns.
 
 #include <ullm/conversation/turn_queue.hpp>
 #include <ullm/core/message.hpp>
 #include <ullm/tools/tool_registry.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -19,6 +20,7 @@ namespace ullm::detail {
 struct ToolRoundSettings {
     std::chrono::milliseconds timeout{30'000};
     ValidationMode validation = ValidationMode::strict;
+    bool sequential = false;  ///< One call after another, each with its own deadline.
     std::string session_id;
     std::string tenant;
     std::string model;
@@ -27,14 +29,23 @@ struct ToolRoundSettings {
     std::string unknown_tool_text;  ///< Replaces the registry's unknown-tool text when set.
 };
 
-// The results of `calls`, in call order. A call that does not finish before its deadline is
-// asked to stop and answered with a `tool_timeout` error result; its callback keeps the busy
-// guard until it returns. Throws `CancelledError` when `turn_stop` is requested (every running
-// call is asked to stop).
-std::vector<ToolResultPart> run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
-                                           const std::shared_ptr<TurnQueue>& queue,
-                                           const std::vector<ToolCallPart>& calls,
-                                           const ToolRoundSettings& settings,
-                                           std::stop_token turn_stop);
+// The error result of a call that a cancel cut off or kept from starting.
+inline constexpr const char* tool_call_cancelled_text = "Tool call cancelled";
+
+struct ToolRound {
+    std::vector<ToolResultPart> results;  ///< One per call, in call order.
+    bool end_turn = false;                ///< A finished call set `ToolContext::end_turn`.
+    bool cancelled = false;               ///< The turn was cancelled while the round ran.
+    std::size_t cancelled_calls = 0;      ///< Calls answered `Tool call cancelled`.
+};
+
+// Runs `calls`. A call that does not finish before its deadline is asked to stop and answered
+// with a `tool_timeout` error result; its callback keeps the busy guard until it returns. When
+// `turn_stop` is requested, every running call is asked to stop and each call without a result
+// by then (running or never started) is answered `Tool call cancelled`.
+ToolRound run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
+                         const std::shared_ptr<TurnQueue>& queue,
+                         const std::vector<ToolCallPart>& calls, const ToolRoundSettings& settings,
+                         std::stop_token turn_stop);
 
 }  // namespace ullm::detail

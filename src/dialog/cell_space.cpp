@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -298,6 +299,7 @@ void check_safe(const json& value, const char* code, const std::string& what) {
 struct CellSpace::State {
     mutable std::mutex mutex;
     std::unordered_map<std::string, Cell> cells;
+    std::unordered_set<std::string> result_cells;  ///< Made by `run_handler` for a result.
     std::mt19937_64 random{std::random_device{}()};
 
     // Throws `pattern_write_denied` when a pattern of this space runs on the calling thread.
@@ -640,7 +642,7 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
     return PatternRun{argument_cell, result_cell, std::move(value)};
 }
 
-HandlerRun CellSpace::run_handler(const CellLink& link, json input) {
+HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGuard guard) {
     const auto found = handler(link);
     if (!found) {
         fail("not_a_handler_cell", show({link.cell_id, {}}) + " is not a handler cell.");
@@ -657,14 +659,32 @@ HandlerRun CellSpace::run_handler(const CellLink& link, json input) {
     }
     CellLink result;
     if (const auto given = input.find("result"); given != input.end()) {
+        // A result link of the model's choosing may only point into the handler's own cells
+        // or a result cell an earlier run made: naming any other cell as the result would
+        // overwrite it.
         result = parse_link(*given);
+        bool result_cell = false;
+        {
+            std::lock_guard lock(state_->mutex);
+            result_cell = state_->result_cells.count(result.cell_id) > 0;
+        }
+        if (!result_cell &&
+            std::none_of(found->writes.begin(), found->writes.end(),
+                         [&](const CellLink& bound) { return inside_link(bound, result); })) {
+            fail("handler_write_denied",
+                 "The result link must be a result location of an earlier call or point into a "
+                 "cell this handler may write; leave \"result\" out to get a fresh result "
+                 "cell.");
+        }
     } else {
         result = create(nullptr);
+        std::lock_guard lock(state_->mutex);
+        state_->result_cells.insert(result.cell_id);
         input["result"] = result.to_json();
     }
     std::vector<CellLink> writable = found->writes;
     writable.push_back(result);
-    CellWriter writer(*this, std::move(writable));
+    CellWriter writer(*this, std::move(writable), std::move(guard));
     found->run(input, writer);
     json value;
     try {
@@ -695,15 +715,19 @@ CellKind CellReader::kind(const CellLink& link) const {
     return state_->kind(link);
 }
 
-CellWriter::CellWriter(CellSpace& space, std::vector<CellLink> writable)
-    : space_(&space), writable_(std::move(writable)) {}
+CellWriter::CellWriter(CellSpace& space, std::vector<CellLink> writable, CellWriteGuard guard)
+    : space_(&space), writable_(std::move(writable)), guard_(std::move(guard)) {}
 
 json CellWriter::get(const CellLink& link) const {
     return space_->get(link);
 }
 
 void CellWriter::set(const CellLink& link, json value) {
-    space_->state_->set(link, std::move(value), &writable_);
+    if (!guard_) {
+        space_->state_->set(link, std::move(value), &writable_);
+        return;
+    }
+    guard_([&] { space_->state_->set(link, std::move(value), &writable_); });
 }
 
 bool CellWriter::may_write(const CellLink& link) const {

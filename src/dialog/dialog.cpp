@@ -12,6 +12,15 @@ namespace {
 constexpr const char* empty_reply_text =
     "I encountered an error generating a response. Please try again.";
 
+constexpr const char* unrun_calls_text = "Some tool calls failed to execute. Please try again.";
+
+// The assistant message that ends a failed turn's transcript; none for a cancel.
+std::optional<std::string> failure_text(const InterruptedTurn& turn) {
+    if (turn.code == "cancelled") return std::nullopt;
+    if (turn.unrun_calls > 0) return unrun_calls_text;
+    return "I encountered an error generating a response: " + turn.message;
+}
+
 constexpr const char* cells_guide =
     "You work with cells: JSON values addressed by links such as {\"@link\": "
     "\"/of:<id>/path\"}. Use read() to see a value, invoke() to run a handler or pattern, "
@@ -41,6 +50,7 @@ struct Dialog::Instance {
     std::uint64_t rounds = 0;        ///< Model rounds started (for presentResult).
     std::uint64_t result_round = 0;  ///< The round whose first presentResult was kept.
     std::optional<Conversation> conversation;
+    std::optional<InterruptedTurn> interrupted;  ///< How the latest interrupted turn ended.
 
     // Whether `tag` names the instance's running turn. Lock-free: called with `mutex` held.
     [[nodiscard]] bool current(const std::string& tag) const {
@@ -108,8 +118,7 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
     }
 
     // The conversation of an instance, with the catalog as its tools.
-    Conversation& conversation_of(const std::shared_ptr<Instance>& instance,
-                                  const std::string& name) {
+    Conversation& conversation_of(const std::shared_ptr<Instance>& instance) {
         std::lock_guard guard(instance->mutex);
         if (instance->conversation) return *instance->conversation;
         std::vector<Tool> tools;
@@ -130,24 +139,37 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
                                  return self->run_tool(*owner, tool, input, context);
                              }}));
         }
-        instance->conversation.emplace(
-            client.conversation({.session_id = "dialog-" + name.substr(0, 200),
-                                 .system = options.system,
-                                 .system_context = [dialog, weak]() -> std::string {
-                                     const auto self = dialog.lock();
-                                     const auto owner = weak.lock();
-                                     if (!self || !owner) return {};
-                                     {
-                                         std::lock_guard lock(owner->mutex);
-                                         ++owner->rounds;
-                                     }
-                                     return self->cells_section(*owner);
-                                 },
-                                 .model = options.model,
-                                 .tools = std::move(tools),
-                                 .max_tool_rounds = options.max_tool_rounds,
-                                 .tool_execution_timeout = options.tool_execution_timeout,
-                                 .unknown_tool_text = "Tool has neither pattern nor handler"}));
+        instance->conversation.emplace(client.conversation(
+            {.use_session_store = false,
+             .system = options.system,
+             .system_context = [dialog, weak]() -> std::string {
+                 const auto self = dialog.lock();
+                 const auto owner = weak.lock();
+                 if (!self || !owner) return {};
+                 {
+                     std::lock_guard lock(owner->mutex);
+                     ++owner->rounds;
+                 }
+                 return self->cells_section(*owner);
+             },
+             .model = options.model,
+             .tools = std::move(tools),
+             .tool_choice = options.tool_choice,
+             .keep_tool_choice = options.end_turn_at_result,
+             .max_tool_rounds = options.max_tool_rounds,
+             .tool_execution_timeout = options.tool_execution_timeout,
+             .sequential_tool_calls = true,
+             .unknown_tool_text = "Tool has neither pattern nor handler",
+             .empty_reply_text = empty_reply_text,
+             .on_interrupted_turn = [weak](const InterruptedTurn& turn) -> std::optional<Message> {
+                 if (const auto owner = weak.lock()) {
+                     std::lock_guard lock(owner->mutex);
+                     owner->interrupted = turn;
+                 }
+                 const auto text = failure_text(turn);
+                 if (!text) return std::nullopt;
+                 return Message::assistant(*text);
+             }}));
         return *instance->conversation;
     }
 
@@ -159,11 +181,13 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
                 throw ToolResultError("The turn was cancelled; the result was not stored.",
                                       "cancelled");
             }
-            // The first call of a round is the result; a later round's call overwrites it.
+            // The first call of a round is the result (calls run in call order); a later
+            // round's call overwrites it.
             if (instance.result_round != instance.rounds) {
                 instance.result = input;
                 instance.result_round = instance.rounds;
             }
+            if (options.end_turn_at_result) context.end_turn = true;
             return input;
         }
         DialogCall call{&instance.state, &instance.mutex,
@@ -190,22 +214,30 @@ Dialog::~Dialog() {
 }
 
 DialogTurn Dialog::send(const std::string& instance_name, std::string text) {
+    return send(instance_name, Message::user(std::move(text)));
+}
+
+DialogTurn Dialog::send(const std::string& instance_name, Message user_message) {
     const auto instance = state_->instance(instance_name);
     std::uint64_t id = 0;
     std::stop_token stop;
     {
         std::lock_guard lock(instance->mutex);
         if (instance->pending) {
-            return {DialogTurnStatus::ignored, instance->turn_id.load(),
+            return {DialogTurnStatus::ignored,
+                    instance->turn_id.load(),
                     "A turn of this instance is running; the message was ignored. Cancel it "
                     "before sending a replacement.",
-                    instance->result, "turn_in_progress"};
+                    instance->result,
+                    "turn_in_progress",
+                    nullptr};
         }
         id = ++instance->turn_id;
         instance->pending = true;
         instance->stop = std::stop_source();
         stop = instance->stop.get_token();
         instance->last_activity = std::chrono::system_clock::now();
+        instance->interrupted.reset();
     }
     // Whatever happens, `pending` is cleared for this turn (never left stuck).
     const auto finish = [&](DialogTurn turn) {
@@ -217,21 +249,49 @@ DialogTurn Dialog::send(const std::string& instance_name, std::string text) {
         return turn;
     };
     try {
-        auto& conversation = state_->conversation_of(instance, instance_name);
-        const auto reply =
-            conversation.send(std::move(text), {.stop = stop, .turn_tag = std::to_string(id)});
+        auto& conversation = state_->conversation_of(instance);
+        const auto reply = conversation.send(std::move(user_message),
+                                             {.stop = stop, .turn_tag = std::to_string(id)});
         DialogTurn turn;
-        turn.text = reply.text.empty() && reply.tool_calls.empty() ? empty_reply_text : reply.text;
+        turn.text = reply.text;
+        turn.usage = reply.turn_usage;
         return finish(std::move(turn));
-    } catch (const CancelledError&) {
-        return finish({DialogTurnStatus::cancelled, 0, "The turn was cancelled.", {}, "cancelled"});
+    } catch (const CancelledError& error) {
+        return finish({DialogTurnStatus::cancelled,
+                       0,
+                       "The turn was cancelled.",
+                       {},
+                       error.code(),
+                       std::current_exception()});
     } catch (const Error& error) {
+        std::optional<InterruptedTurn> interrupted;
+        {
+            std::lock_guard lock(instance->mutex);
+            interrupted = instance->interrupted;
+        }
+        const auto text =
+            failure_text(interrupted.value_or(InterruptedTurn{error.code(), error.message(), 0}));
         return finish({DialogTurnStatus::failed,
                        0,
-                       "I encountered an error generating a response: " + error.message(),
+                       text.value_or(error.message()),
                        {},
-                       error.code()});
+                       error.code(),
+                       std::current_exception()});
     }
+}
+
+bool Dialog::append(const std::string& instance_name, std::vector<Message> messages) {
+    const auto instance = state_->instance(instance_name);
+    {
+        std::lock_guard lock(instance->mutex);
+        if (instance->pending) return false;
+    }
+    try {
+        state_->conversation_of(instance).append(std::move(messages));
+    } catch (const ConversationBusyError&) {
+        return false;  // A cancelled turn is still finishing.
+    }
+    return true;
 }
 
 bool Dialog::cancel(const std::string& instance_name) {
@@ -253,15 +313,17 @@ DialogInstanceInfo Dialog::info(const std::string& instance_name) const {
             instance->result};
 }
 
-std::vector<Message> Dialog::transcript(const std::string& instance_name) const {
+std::vector<Message> Dialog::transcript(const std::string& instance_name,
+                                        bool include_replay) const {
     const auto instance = state_->find(instance_name);
     if (!instance) return {};
     std::optional<Conversation> conversation;
+    std::optional<InterruptedTurn> interrupted;  ///< How the latest interrupted turn ended.
     {
         std::lock_guard lock(instance->mutex);
         conversation = instance->conversation;
     }
-    return conversation ? conversation->history() : std::vector<Message>{};
+    return conversation ? conversation->history(include_replay) : std::vector<Message>{};
 }
 
 std::string Dialog::system_prompt(const std::string& instance_name) const {

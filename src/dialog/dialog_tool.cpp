@@ -271,6 +271,17 @@ json with_prefilled(json argument, const json& prefilled) {
     return argument;
 }
 
+// Refuses a handler's writes once its turn was cancelled or replaced; the check and the write
+// happen under the instance's lock, so a cancel cannot fall between them.
+CellWriteGuard turn_guard(const DialogCall& call) {
+    if (!call.current || call.mutex == nullptr) return {};
+    return [&call](const std::function<void()>& write) {
+        std::lock_guard lock(*call.mutex);
+        if (!call.current()) throw DialogError("cancelled", cancelled_text);
+        write();
+    };
+}
+
 }  // namespace
 
 ToolOutcome DialogToolRegistry::run_caller_tool(const DialogTool& tool, json input,
@@ -281,7 +292,8 @@ ToolOutcome DialogToolRegistry::run_caller_tool(const DialogTool& tool, json inp
     }
     if (call.current && !call.current()) return error("cancelled", cancelled_text);
     if (tool.kind() == DialogTool::Kind::handler) {
-        return ok(CellSpace::render_for_model(space_->run_handler(tool.cell(), input).value));
+        return ok(CellSpace::render_for_model(
+            space_->run_handler(tool.cell(), input, turn_guard(call)).value));
     }
     const std::stop_token stop =
         call.context != nullptr ? call.context->stop_token : std::stop_token();
@@ -336,7 +348,7 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
         const CellKind kind = space_->kind(link);
         if (kind == CellKind::handler) {
             if (call.current && !call.current()) return error("cancelled", cancelled_text);
-            const HandlerRun run = space_->run_handler(link, args);
+            const HandlerRun run = space_->run_handler(link, args, turn_guard(call));
             if (run.value.is_null()) return ok(nullptr);
             return ok({{"@resultLocation", run.result.to_string()},
                        {"result", CellSpace::render_for_model(run.value)},

@@ -333,11 +333,17 @@ TEST_CASE("a handler writes only its bound cells and its result cell", "[cell_sp
           "not_a_data_cell");
     CHECK(space.get(tools) == json{{"add", add.to_json()}});
 
-    // The model may name its own result cell.
-    const CellLink mine = space.create(nullptr);
-    CHECK(space.run_handler(add, json{{"item", "eggs"}, {"result", mine.to_json()}}).value ==
+    // The model may name a result location of an earlier call as its result cell, but not
+    // any other cell outside the handler's own.
+    CHECK(space.run_handler(add, json{{"item", "eggs"}, {"result", run.result.to_json()}}).value ==
           json{{"added", "eggs"}});
-    CHECK(space.get(mine) == json{{"added", "eggs"}});
+    CHECK(space.get(run.result) == json{{"added", "eggs"}});
+    const CellLink mine = space.create(nullptr);
+    CHECK(error_code_of([&] {
+              space.run_handler(add, json{{"item", "eggs"}, {"result", mine.to_json()}});
+          }) == "handler_write_denied");
+    CHECK(space.get(mine) == nullptr);
+    CHECK(space.get(list) == json{{"items", {"milk", "eggs"}}});
 
     CHECK(error_code_of([&] {
               space.run_handler(add, json{{"item", 3}});

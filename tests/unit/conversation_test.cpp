@@ -22,6 +22,8 @@ using ullm::json;
 using ullm::test::error_code_of;
 
 using Scripted = ullm::test::ScriptedClient;
+using ullm::test::parallel_calls;
+using ullm::test::tool_running;
 using ullm::test::wait_until;
 
 namespace {
@@ -36,24 +38,6 @@ ullm::Tool weather_tool(std::atomic<int>* calls = nullptr) {
              if (calls != nullptr) ++*calls;
              return {{"city", args["city"]}, {"forecast", "Sunny"}};
          }});
-}
-
-// A tool called `name` whose callback runs `body`.
-ullm::Tool tool_running(std::string name, ullm::ToolCallback body) {
-    return ullm::define_tool({.name = std::move(name),
-                              .description = "Runs a test body",
-                              .parameters = ullm::schema::object(),
-                              .execute = std::move(body)});
-}
-
-// A response asking for several tool calls at once.
-ullm::ChatResponse parallel_calls(const std::vector<ullm::ToolCallPart>& calls) {
-    ullm::ChatResponse response;
-    response.message.role = ullm::Role::assistant;
-    for (const auto& call : calls) response.message.parts.emplace_back(call);
-    response.tool_calls = calls;
-    response.finish_reason = ullm::FinishReason::tool_call;
-    return response;
 }
 
 std::vector<ullm::Role> roles(const std::vector<ullm::Message>& messages) {

@@ -73,25 +73,79 @@ TEST_CASE("a message during a running turn is ignored while other instances proc
     for (const auto& message : transcript) CHECK(message.text() != "are you there?");
 }
 
-TEST_CASE("cancel during a slow tool stops it, writes nothing late, and the next turn works",
+TEST_CASE("cancel during a slow tool: later tools never start, every call is answered",
           "[dialog]") {
     Notes n;
-    n.provider->push_tool_call("wait", json::object());
+    std::atomic<int> recorded{0};
+    const auto record =
+        n.space->add_handler({.description = "Records a call",
+                              .input_schema = ullm::schema::object(),
+                              .run = [&recorded](const json&, ullm::CellWriter&) { ++recorded; }});
+    n.provider->push(ullm::test::parallel_calls(
+        {{"c1", "wait", json::object()}, {"c2", "record", json::object()}}));
     n.provider->push_text("after cancel");
-    auto dialog = n.dialog();
+    auto dialog = n.dialog({.tools = {ullm::DialogTool::pattern("wait", n.wait),
+                                      ullm::DialogTool::handler("record", record)}});
     ullm::DialogTurn cancelled;
     std::thread first([&] { cancelled = dialog.send("alice", "start"); });
     wait_until([&] { return n.started.load() == 1; });
     CHECK(dialog.cancel("alice"));
     first.join();
     CHECK(cancelled.status == ullm::DialogTurnStatus::cancelled);
+    CHECK(cancelled.error_code == "cancelled");
     wait_until([&] { return n.stopped.load(); });
-    CHECK(dialog.transcript("alice").empty());
+    CHECK(recorded == 0);  // The call after the cancelled one never started.
+    const auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 3);
+    CHECK(transcript[0].text() == "start");
+    const auto results = transcript[2].tool_results();
+    REQUIRE(results.size() == 2);
+    for (const auto& result : results) {
+        CHECK(result.is_error);
+        CHECK(result.result == "Tool call cancelled");
+    }
     CHECK_FALSE(dialog.cancel("alice"));  // Nothing runs any more.
     const auto next = dialog.send("alice", "again");
     CHECK(next.status == ullm::DialogTurnStatus::completed);
     CHECK(next.turn_id == 2);
-    CHECK(dialog.transcript("alice").size() == 2);
+    CHECK(dialog.transcript("alice").size() == 5);
+    // The next request carries the cancelled round with both calls answered.
+    const auto sent = n.provider->requests().back().messages;
+    REQUIRE(sent.size() == 4);
+    CHECK(sent[2].tool_results().size() == 2);
+}
+
+TEST_CASE("a handler's write after its turn was cancelled changes nothing", "[dialog]") {
+    Notes n;
+    // Shared with the handler's thread, which outlives the turn.
+    auto release = std::make_shared<std::atomic<bool>>(false);
+    auto entered = std::make_shared<std::atomic<bool>>(false);
+    auto refused = std::make_shared<std::atomic<int>>(-1);
+    const auto slow_add = n.space->add_handler(
+        {.description = "Appends after a while",
+         .input_schema = ullm::schema::object(),
+         .writes = {n.notes},
+         .run = [release, entered, refused, notes = n.notes](const json&, ullm::CellWriter& cells) {
+             *entered = true;
+             while (!*release) std::this_thread::sleep_for(1ms);
+             try {
+                 cells.set(notes, json::array({"late"}));
+                 *refused = 0;
+             } catch (const ullm::DialogError& error) {
+                 *refused = error.code() == "cancelled" ? 1 : 2;
+             }
+         }});
+    n.provider->push_tool_call("slow_add", json::object());
+    auto dialog = n.dialog({.tools = {ullm::DialogTool::handler("slow_add", slow_add)}});
+    ullm::DialogTurn cancelled;
+    std::thread first([&] { cancelled = dialog.send("alice", "add"); });
+    wait_until([&] { return entered->load(); });
+    CHECK(dialog.cancel("alice"));
+    first.join();
+    *release = true;
+    wait_until([&] { return refused->load() != -1; });
+    CHECK(refused->load() == 1);
+    CHECK(n.space->get(n.notes) == json::array());
 }
 
 TEST_CASE("presentResult is stored as the instance's result and later calls overwrite it",
@@ -139,8 +193,71 @@ TEST_CASE("dialog failures and empty replies get the dialog's messages", "[dialo
     CHECK(failed.text == "I encountered an error generating a response: Overloaded");
     CHECK(failed.error_code == "provider_overloaded");
     CHECK_FALSE(dialog.info("alice").pending);
+    auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 2);
+    CHECK(transcript[1].role == ullm::Role::assistant);
+    CHECK(transcript[1].text() == failed.text);
     const auto empty = dialog.send("alice", "hi again");
     CHECK(empty.text == "I encountered an error generating a response. Please try again.");
+    transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 4);
+    CHECK(transcript[3].text() == empty.text);
+}
+
+TEST_CASE("tool calls a failure left unrun end the transcript with the retry message", "[dialog]") {
+    Notes n;
+    n.release = true;
+    n.provider->push_tool_call("wait", json::object());
+    n.provider->push_tool_call("wait", json::object());
+    auto dialog = n.dialog({.max_tool_rounds = 1});
+    const auto failed = dialog.send("alice", "go");
+    CHECK(failed.status == ullm::DialogTurnStatus::failed);
+    CHECK(failed.error_code == "max_tool_rounds_exceeded");
+    CHECK(failed.text == "Some tool calls failed to execute. Please try again.");
+    const auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 6);
+    CHECK(transcript[4].tool_results().at(0).is_error);
+    CHECK(transcript[5].text() == failed.text);
+}
+
+TEST_CASE("the first presentResult call of a batch is the result", "[dialog]") {
+    Notes n;
+    const json schema = ullm::schema::object({{"summary", ullm::schema::string()}}, {"summary"});
+    n.provider->push(
+        ullm::test::parallel_calls({{"c1", "presentResult", {{"summary", "first of batch"}}},
+                                    {"c2", "presentResult", {{"summary", "second of batch"}}}}));
+    n.provider->push_text("done");
+    auto dialog = n.dialog({.builtin_tools = false, .result_schema = schema});
+    const auto turn = dialog.send("alice", "summarise");
+    REQUIRE(turn.result);
+    CHECK(*turn.result == json{{"summary", "first of batch"}});
+}
+
+TEST_CASE("a handler cannot be pointed at a cell it is not bound to as its result", "[dialog]") {
+    Notes n;
+    const auto other =
+        n.space->create(json{{"secret", 1}}, std::nullopt, "other-cell-0123456789abcdef");
+    const auto writer =
+        n.space->add_handler({.description = "Writes its result",
+                              .input_schema = ullm::schema::object(),
+                              .run = [](const json& input, ullm::CellWriter& cells) {
+                                  cells.set(ullm::parse_link(input["result"]), {{"ok", true}});
+                              }});
+    n.provider->push_tool_call("writer", {{"result", other.to_json()}});
+    n.provider->push_text("done");
+    auto dialog = n.dialog({.tools = {ullm::DialogTool::handler("writer", writer)}});
+    (void)dialog.send("alice", "write");
+    CHECK(n.space->get(other) == json{{"secret", 1}});
+    const auto result = dialog.transcript("alice")[2].tool_results().at(0);
+    CHECK(result.is_error);
+}
+
+TEST_CASE("instance names need not be valid session ids", "[dialog]") {
+    Notes n;
+    n.provider->push_text("hi");
+    auto dialog = n.dialog();
+    CHECK(dialog.send(std::string("tab\there\x01") + std::string(300, 'x'), "hi").status ==
+          ullm::DialogTurnStatus::completed);
 }
 
 TEST_CASE("a dialog refuses reserved tool names when it is built", "[dialog]") {

@@ -54,6 +54,16 @@ struct CompactionEvent {
     std::vector<Message> messages;
 };
 
+/// What `ConversationOptions::on_interrupted_turn` is told about a turn that was cancelled or
+/// failed after it started.
+struct InterruptedTurn {
+    std::string code;     ///< The error's code; `cancelled` for a cancel or a dropped stream.
+    std::string message;  ///< The error's message.
+    /// Tool calls of the turn that have no real result: cut off or never started by a cancel,
+    /// or left unrun by the failure. Each is answered with an error result.
+    std::size_t unrun_calls = 0;
+};
+
 /// Settings of a conversation; written with designated initialisers. Checked by
 /// `Client::conversation` before anything is routed or restored.
 struct ConversationOptions {
@@ -62,6 +72,9 @@ struct ConversationOptions {
     std::string session_id;
     /// The tenant the session belongs to (0..128 bytes); sessions never cross tenants.
     std::string tenant;
+    /// False keeps the conversation in memory only: it neither restores from nor persists to
+    /// the client's session store.
+    bool use_session_store = true;
     /// The system prompt, pinned at the start of every request; never stored in history.
     std::string system;
     /// Called before every model round; what it returns is appended (after a blank line) to
@@ -78,14 +91,23 @@ struct ConversationOptions {
     /// applies to the first model round of a turn; later rounds of the turn use `automatic` so
     /// that the model can answer with the results.
     std::optional<ToolChoice> tool_choice;
+    /// Keeps a forced `tool_choice` for every round of a turn, for turns that end through a
+    /// tool that sets `ToolContext::end_turn` (a structured result).
+    bool keep_tool_choice = false;
     /// How many tool rounds a turn may run (0..100); one more is `MaxToolRoundsError`.
     int max_tool_rounds = 5;
     /// How long one tool call may run (> 0, at most 300 s) before it is asked to stop and
     /// answered with an error result.
     std::chrono::milliseconds tool_execution_timeout{30'000};
+    /// Runs the calls of a tool round one after another in call order, each with its own
+    /// deadline, instead of all at once. A cancel then keeps the later calls from starting.
+    bool sequential_tool_calls = false;
     /// What the model is told when it calls a tool the conversation does not have; empty for
     /// the default, which names the tools that exist.
     std::string unknown_tool_text;
+    /// When set, a final answer with neither text nor tool calls is stored and returned with
+    /// this text, so that the history never holds an empty reply.
+    std::string empty_reply_text;
     /// Strict (the default) validates the model's arguments against each tool's schema.
     ValidationMode tool_validation = ValidationMode::strict;
     /// Decides what part of the history is sent; everything when null.
@@ -104,6 +126,14 @@ struct ConversationOptions {
     std::function<void(const BudgetWarning&)> on_budget_warning;
     /// Called when a context manager trimmed a request's messages; exceptions propagate.
     std::function<void(const CompactionEvent&)> on_compaction;
+    /// Unset (the default): a turn that is cancelled or fails commits nothing to the history.
+    /// Set: such a turn still commits its user message and every finished round; each tool
+    /// call without a real result is answered with an error result (`Tool call cancelled`
+    /// for a cancel, `Tool call not run: <error>` otherwise), so no call is left unanswered;
+    /// then the message the callback returns, if any (e.g. an assistant message saying what
+    /// failed). The turn still throws its error. Not for a turn that never took its slot, nor
+    /// for `session_store_conflict`. Exceptions from the callback drop the kept messages.
+    std::function<std::optional<Message>(const InterruptedTurn&)> on_interrupted_turn;
 };
 
 /// Settings of one turn, overriding the conversation's for that turn only.
@@ -201,8 +231,10 @@ public:
     /// As `send_stream(std::string)`, with a whole user message.
     [[nodiscard]] ConversationStream send_stream(Message user_message, SendOptions options = {});
 
-    /// The committed history without the system prompt and without provider replay state.
-    [[nodiscard]] std::vector<Message> history() const;
+    /// The committed history without the system prompt; provider replay state (reasoning
+    /// signatures, item ids) only when `include_replay`, e.g. to hand the messages on to
+    /// another conversation of the same provider unchanged.
+    [[nodiscard]] std::vector<Message> history(bool include_replay = false) const;
 
     /// The system prompt (when set) followed by `history()`.
     [[nodiscard]] std::vector<Message> to_messages() const;
@@ -215,6 +247,14 @@ public:
 
     /// The snapshot a session store holds (replay state included), as JSON.
     [[nodiscard]] json serialise() const;
+
+    /// Appends `messages` to the history as they are (e.g. the messages of `generate_object`,
+    /// or a transcript from elsewhere) and persists that; tool calls and results keep their
+    /// ids, so the next turn's request pairs them exactly. Throws `InvalidMessageError` (path
+    /// `/<index>/…`) when a message is invalid or has the system role, when a tool result does
+    /// not answer a call of the assistant message before it, or when the last message leaves a
+    /// tool call unanswered; `ConversationBusyError` during a turn or a tool callback.
+    void append(std::vector<Message> messages);
 
     /// Empties the history (totals are kept) and persists that. Throws
     /// `ConversationBusyError` during a turn or a tool callback.

@@ -292,4 +292,12 @@ public:
         : Error(std::move(code), message, 400, false) {}
 };
 
+/// `generate_object` ended without the model calling `presentResult`. Code
+/// `missing_structured_result`, status 422, retryable (another attempt may call it).
+class MissingStructuredResultError : public Error {
+public:
+    explicit MissingStructuredResultError(const std::string& message)
+        : Error("missing_structured_result", message, 422, true) {}
+};
+
 }  // namespace ullm

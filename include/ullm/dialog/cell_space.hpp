@@ -59,6 +59,11 @@ enum class CellKind { data, handler, pattern };
 class CellReader;
 class CellWriter;
 
+/// Wraps each write of a `CellWriter`: calls `write` when the write may happen (under whatever
+/// lock makes that decision hold), or throws to refuse it. A dialog refuses the writes of a
+/// cancelled or replaced turn this way.
+using CellWriteGuard = std::function<void(const std::function<void()>& write)>;
+
 /// What one `CellSpace::run_pattern` produced: the instance's own argument and result cells,
 /// and the result value (already checked against the pattern's `result_schema`).
 struct PatternRun {
@@ -175,11 +180,13 @@ public:
     /// Runs the handler of the handler cell `link` on the model's `input` (an object, checked
     /// against `input_schema`; a `result` member is exempt unless the schema declares it). The
     /// handler writes through a `CellWriter` limited to its bound cells and its result cell:
-    /// the link in `input["result"]` when the model sent one, otherwise a fresh cell (null)
+    /// the link in `input["result"]` when the model sent one (it must lie inside a bound cell:
+    /// `handler_write_denied` otherwise), otherwise a fresh cell (null)
     /// whose link is put into the input as `result`. Exceptions from `run` propagate
     /// unchanged. Throws `unknown_cell`, `not_a_handler_cell`, `invalid_link`,
     /// `ToolArgumentError`. Thread-safe; the space is not locked while `run` executes.
-    HandlerRun run_handler(const CellLink& link, json input);
+    /// `guard`, when set, wraps every write the handler makes (see `CellWriter`).
+    HandlerRun run_handler(const CellLink& link, json input, CellWriteGuard guard = {});
 
     /// A read-only view of this space (it has no write operation).
     [[nodiscard]] CellReader reader() const;
@@ -193,6 +200,11 @@ public:
 
 private:
     friend class CellWriter;
+
+    /// Wraps each write of a `CellWriter`: calls `write` when the write may happen (under whatever
+    /// lock makes that decision hold), or throws to refuse it. A dialog refuses the writes of a
+    /// cancelled or replaced turn this way.
+    using CellWriteGuard = std::function<void(const std::function<void()>& write)>;
     friend class CellReader;
     std::shared_ptr<State> state_;
 };
@@ -223,12 +235,13 @@ private:
 /// outlive it. Thread-safe.
 class CellWriter {
 public:
-    /// A writer over `space` that may write inside the links of `writable`.
-    CellWriter(CellSpace& space, std::vector<CellLink> writable);
+    /// A writer over `space` that may write inside the links of `writable`, each write passed
+    /// through `guard` when one is given.
+    CellWriter(CellSpace& space, std::vector<CellLink> writable, CellWriteGuard guard = {});
     /// As `CellSpace::get`: reading is not limited.
     [[nodiscard]] json get(const CellLink& link) const;
     /// As `CellSpace::set`, but throws `handler_write_denied` (and writes nothing) unless the
-    /// place written lies inside a granted link.
+    /// place written lies inside a granted link, and what the guard throws when it refuses.
     void set(const CellLink& link, json value);
     /// Whether `link` lies inside a cell this writer may write.
     [[nodiscard]] bool may_write(const CellLink& link) const;
@@ -236,6 +249,7 @@ public:
 private:
     CellSpace* space_;
     std::vector<CellLink> writable_;
+    CellWriteGuard guard_;
 };
 
 }  // namespace ullm

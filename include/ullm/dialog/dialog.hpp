@@ -5,11 +5,13 @@
 
 #include <ullm/client/client.hpp>
 #include <ullm/core/message.hpp>
+#include <ullm/core/usage.hpp>
 #include <ullm/dialog/cell_space.hpp>
 #include <ullm/dialog/dialog_tool.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,15 +36,27 @@ struct DialogOptions {
     std::optional<json> result_schema;     ///< Adds `presentResult`; its call is the result.
     std::vector<NamedCell> context_cells;  ///< Listed under `# Available Cells`.
     int max_tool_rounds = 5;               ///< As `ConversationOptions::max_tool_rounds`.
+    /// How long one tool call may run; the calls of a round run one after another.
     std::chrono::milliseconds tool_execution_timeout{30'000};
+    /// As `ConversationOptions::tool_choice`: a forced choice applies to a turn's first round.
+    std::optional<ToolChoice> tool_choice;
+    /// A turn ends right after the round in which `presentResult` was called, with no further
+    /// model request, and a forced `tool_choice` holds for every round (what `generate_object`
+    /// does).
+    bool end_turn_at_result = false;
 };
 
 /// How a `Dialog::send` ended.
 enum class DialogTurnStatus {
     completed,  ///< The model answered; the turn is in the transcript.
     ignored,    ///< The instance's turn was still running: nothing was sent or appended.
-    cancelled,  ///< `cancel` ended the turn; nothing of it was appended.
-    failed,     ///< The request failed; `text` says so, `error_code` names the error.
+    /// `cancel` ended the turn. The transcript keeps the user message and the finished
+    /// rounds; each tool call without a result is answered `Tool call cancelled`.
+    cancelled,
+    /// The turn failed; `text` says so and is the transcript's last (assistant) message:
+    /// `I encountered an error generating a response: <message>`, or `Some tool calls failed
+    /// to execute. Please try again.` when the failure left tool calls unrun.
+    failed,
 };
 
 /// What one `Dialog::send` did.
@@ -51,7 +65,9 @@ struct DialogTurn {
     std::uint64_t turn_id = 0;  ///< The turn's id (for `ignored`, the running turn's).
     std::string text;  ///< The reply, or the dialog's message for a failure or empty reply.
     std::optional<json> result;  ///< The instance's structured result after the turn.
-    std::string error_code;      ///< For `failed`.
+    std::string error_code;      ///< For `ignored`, `cancelled` and `failed`.
+    std::exception_ptr error;    ///< For `cancelled` and `failed`: the error, to rethrow.
+    Usage usage;                 ///< Summed over the turn's model requests (`completed`).
 };
 
 /// The state of one instance.
@@ -79,6 +95,15 @@ public:
     /// `failed` turn); throws `bad_alloc` only.
     DialogTurn send(const std::string& instance, std::string text);
 
+    /// As `send(instance, std::string)`, with a whole user message (images, documents).
+    DialogTurn send(const std::string& instance, Message user_message);
+
+    /// Appends `messages` to the instance's transcript unchanged, e.g. the messages of
+    /// `generate_object`: tool calls and results keep their ids. Returns false, appending
+    /// nothing, while the instance's turn runs (or a cancelled one is still finishing). Throws
+    /// `InvalidMessageError` as `Conversation::append` does.
+    bool append(const std::string& instance, std::vector<Message> messages);
+
     /// Ends the instance's running turn: the request is aborted, running tools are asked to
     /// stop, built-ins refuse to commit, and nothing late is written. Returns whether a turn
     /// was running.
@@ -87,8 +112,10 @@ public:
     /// The instance's state (a fresh instance when unknown).
     [[nodiscard]] DialogInstanceInfo info(const std::string& instance) const;
 
-    /// The instance's transcript, without the system prompt.
-    [[nodiscard]] std::vector<Message> transcript(const std::string& instance) const;
+    /// The instance's transcript, without the system prompt; provider replay state only when
+    /// `include_replay`.
+    [[nodiscard]] std::vector<Message> transcript(const std::string& instance,
+                                                  bool include_replay = false) const;
 
     /// The system prompt the instance's next round would get.
     [[nodiscard]] std::string system_prompt(const std::string& instance) const;

@@ -34,6 +34,10 @@ struct ToolContext {
     std::string provider;      ///< The provider that served that model.
     std::string tool_call_id;  ///< The provider's id of this tool call.
     std::string turn_tag;      ///< The caller's label of the turn (`SendOptions::turn_tag`).
+    /// Set by the callback to end the turn after this round: the round's results are stored
+    /// and no further model request is made; the turn's reply is the response that asked for
+    /// the calls. For a tool whose call is the answer (a structured result, a hand-off).
+    bool end_turn = false;
 
     /// Whether the call should stop: a stop was requested or the deadline has passed.
     /// Does not throw; thread-safe.

@@ -1,0 +1,61 @@
+#pragma once
+
+/// `generate_object`: structured output with tools. The model may call the caller's dialog
+/// tools (and the built-ins, when on) and ends by calling `presentResult` with the object.
+
+#include <ullm/client/client.hpp>
+#include <ullm/core/message.hpp>
+#include <ullm/core/usage.hpp>
+#include <ullm/dialog/cell_space.hpp>
+#include <ullm/dialog/dialog.hpp>
+#include <ullm/dialog/dialog_tool.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ullm {
+
+/// Settings of `generate_object`; written with designated initialisers.
+struct GenerateObjectOptions {
+    json schema;         ///< The object's JSON schema (required); `presentResult` takes it.
+    std::string system;  ///< The system prompt.
+    std::string model;   ///< As `Client::route` understands it; the client's default when empty.
+    std::vector<DialogTool> tools;         ///< Tools the model may call before answering.
+    bool builtin_tools = false;            ///< The six dialog built-ins (off unless asked for).
+    std::vector<NamedCell> context_cells;  ///< Listed under `# Available Cells`.
+    int max_tool_rounds = 5;               ///< Tool rounds, the `presentResult` round included.
+    std::chrono::milliseconds tool_execution_timeout{30'000};
+};
+
+/// What `generate_object` produced.
+struct GeneratedObject {
+    json object;  ///< The arguments of the first `presentResult` call, valid against the schema.
+    /// The input messages followed by the turn's messages (assistant tool calls, tool results,
+    /// the `presentResult` call and its echo), replay state included: hand them to
+    /// `Dialog::append` unchanged to go on from there.
+    std::vector<Message> messages;
+    Usage usage;          ///< Summed over the model requests.
+    double cost_usd = 0;  ///< Spend of the model requests (0 without a price).
+};
+
+/// Runs a model turn over `messages` (the last one a user message) that must end with a call
+/// of `presentResult`: the first round asks for a tool call, the model may use `tools` first,
+/// and the turn ends after the round that calls `presentResult` (the other calls of that round
+/// still run). Arguments that break the schema are answered with the validation error, so the
+/// model can try again within `max_tool_rounds`. Throws `MissingStructuredResultError` when the
+/// model answers without calling it, `InvalidMessageError` for bad `messages`, `DialogError`
+/// for a bad schema or tool, and the provider's `Error` when a request fails.
+[[nodiscard]] GeneratedObject generate_object(const Client& client,
+                                              std::shared_ptr<CellSpace> space,
+                                              std::vector<Message> messages,
+                                              GenerateObjectOptions options);
+
+/// As above, with one user message.
+[[nodiscard]] GeneratedObject generate_object(const Client& client,
+                                              std::shared_ptr<CellSpace> space, std::string prompt,
+                                              GenerateObjectOptions options);
+
+}  // namespace ullm

@@ -1,0 +1,354 @@
+// Turns that end early or differently: sequential tool rounds, interrupted turns kept with every
+// call answered, tools that end the turn, appended transcripts, and the options a dialog uses.
+
+#include <ullm/conversation/conversation.hpp>
+
+#include <ullm/core/error.hpp>
+#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/store/memory_session_store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/error_code.hpp"
+#include "support/scripted_client.hpp"
+
+using namespace std::chrono_literals;
+using ullm::json;
+
+using ullm::test::error_code_of;
+using ullm::test::parallel_calls;
+using ullm::test::tool_running;
+using ullm::test::wait_until;
+using Scripted = ullm::test::ScriptedClient;
+using R = ullm::Role;
+
+namespace {
+
+std::vector<ullm::Role> roles(const std::vector<ullm::Message>& messages) {
+    std::vector<ullm::Role> out;
+    for (const auto& message : messages) out.push_back(message.role);
+    return out;
+}
+
+// Records the order in which tool bodies start and finish.
+struct Journal {
+    std::mutex mutex;
+    std::vector<std::string> entries;
+    void add(std::string entry) {
+        std::lock_guard lock(mutex);
+        entries.push_back(std::move(entry));
+    }
+    std::vector<std::string> get() {
+        std::lock_guard lock(mutex);
+        return entries;
+    }
+};
+
+// Keeps the interrupted turn and says what happened in an assistant message (none for a
+// cancel).
+std::optional<ullm::Message> say_what_failed(const ullm::InterruptedTurn& turn) {
+    if (turn.code == "cancelled") return std::nullopt;
+    return ullm::Message::assistant("failed: " + turn.code + " (" +
+                                    std::to_string(turn.unrun_calls) + " unrun)");
+}
+
+}  // namespace
+
+TEST_CASE("sequential tool calls run one after another, in call order", "[conversation]") {
+    Scripted s;
+    Journal journal;
+    const auto step = [&](std::string name) {
+        return tool_running(name, [&journal, name](const json&, ullm::ToolContext&) -> json {
+            journal.add(name + " start");
+            std::this_thread::sleep_for(20ms);
+            journal.add(name + " end");
+            return name;
+        });
+    };
+    s.provider->push(
+        parallel_calls({{"c1", "second", json::object()}, {"c2", "first", json::object()}}));
+    s.provider->push_text("done");
+    auto conversation = s.client.conversation(
+        {.tools = {step("first"), step("second")}, .sequential_tool_calls = true});
+    (void)conversation.send("go");
+    CHECK(journal.get() ==
+          std::vector<std::string>{"second start", "second end", "first start", "first end"});
+    const auto results = conversation.history()[2].tool_results();
+    REQUIRE(results.size() == 2);
+    CHECK(results[0].result == "second");
+    CHECK(results[1].result == "first");
+}
+
+TEST_CASE("each sequential call gets its own deadline", "[conversation]") {
+    Scripted s;
+    const auto slow = [](std::string name) {
+        return tool_running(name, [name](const json&, ullm::ToolContext& context) -> json {
+            std::this_thread::sleep_for(150ms);
+            return context.stop_requested() ? json("stopped") : json(name);
+        });
+    };
+    s.provider->push(parallel_calls({{"c1", "a", json::object()}, {"c2", "b", json::object()}}));
+    s.provider->push_text("done");
+    // 150 ms each, 250 ms each allowed: a shared deadline would time out the second call.
+    auto conversation = s.client.conversation({.tools = {slow("a"), slow("b")},
+                                               .tool_execution_timeout = 250ms,
+                                               .sequential_tool_calls = true});
+    (void)conversation.send("go");
+    const auto results = conversation.history()[2].tool_results();
+    REQUIRE(results.size() == 2);
+    CHECK(results[0].result == "a");
+    CHECK(results[1].result == "b");
+}
+
+TEST_CASE("a cancel keeps later sequential calls from starting and the kept turn answers all",
+          "[conversation]") {
+    Scripted s;
+    std::stop_source cancel;
+    std::atomic<bool> later_started{false};
+    std::atomic<bool> stopped{false};
+    auto waits = tool_running("waits", [&](const json&, ullm::ToolContext& context) -> json {
+        cancel.request_stop();
+        while (!context.stop_requested()) std::this_thread::sleep_for(1ms);
+        stopped = true;
+        return "late result";
+    });
+    auto later = tool_running("later", [&](const json&, ullm::ToolContext&) -> json {
+        later_started = true;
+        return "ran";
+    });
+    auto quick = tool_running(
+        "quick", [](const json&, ullm::ToolContext&) -> json { return "quick result"; });
+    s.provider->push(parallel_calls({{"c1", "quick", json::object()},
+                                     {"c2", "waits", json::object()},
+                                     {"c3", "later", json::object()}}));
+    auto conversation = s.client.conversation({.tools = {quick, waits, later},
+                                               .sequential_tool_calls = true,
+                                               .on_interrupted_turn = say_what_failed});
+    CHECK(error_code_of([&] { (void)conversation.send("go", {.stop = cancel.get_token()}); }) ==
+          "cancelled");
+    wait_until([&] { return stopped.load(); });
+    CHECK_FALSE(later_started.load());
+    const auto history = conversation.history();
+    REQUIRE(roles(history) == std::vector<R>{R::user, R::assistant, R::tool});
+    const auto results = history[2].tool_results();
+    REQUIRE(results.size() == 3);
+    CHECK(results[0].result == "quick result");
+    CHECK_FALSE(results[0].is_error);
+    for (std::size_t i = 1; i < 3; ++i) {
+        CHECK(results[i].result == "Tool call cancelled");
+        CHECK(results[i].is_error);
+    }
+    // The next turn sends the kept turn, every call paired with its result.
+    s.provider->push_text("next");
+    CHECK(conversation.send("again").text == "next");
+    const auto request = s.provider->requests().back();
+    REQUIRE(request.messages.size() == 4);
+    CHECK(request.messages[2].tool_results().size() == 3);
+}
+
+TEST_CASE("without on_interrupted_turn a cancelled or failed turn commits nothing",
+          "[conversation]") {
+    Scripted s;
+    s.provider->push_error(std::make_exception_ptr(
+        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+    auto conversation = s.client.conversation({.sequential_tool_calls = true});
+    CHECK(error_code_of([&] { (void)conversation.send("hi"); }) == "provider_overloaded");
+    CHECK(conversation.history().empty());
+}
+
+TEST_CASE("a failed turn kept by on_interrupted_turn ends with the callback's message",
+          "[conversation]") {
+    Scripted s;
+    std::vector<ullm::InterruptedTurn> seen;
+    auto echo = tool_running("echo", [](const json&, ullm::ToolContext&) -> json { return "ok"; });
+    s.provider->push_tool_call("echo", json::object(), "", "c1");
+    s.provider->push_error(std::make_exception_ptr(
+        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+    auto conversation = s.client.conversation(
+        {.tools = {echo}, .on_interrupted_turn = [&](const ullm::InterruptedTurn& turn) {
+             seen.push_back(turn);
+             return say_what_failed(turn);
+         }});
+    CHECK(error_code_of([&] { (void)conversation.send("hi"); }) == "provider_overloaded");
+    const auto history = conversation.history();
+    CHECK(roles(history) == std::vector<R>{R::user, R::assistant, R::tool, R::assistant});
+    CHECK(history.back().text() == "failed: provider_overloaded (0 unrun)");
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].message == "Overloaded");
+    CHECK(conversation.totals().rounds == 1);  // The failed request reported no usage.
+}
+
+TEST_CASE("calls a failure left unrun are answered in a kept turn", "[conversation]") {
+    Scripted s;
+    auto echo = tool_running("echo", [](const json&, ullm::ToolContext&) -> json { return "ok"; });
+    s.provider->push_tool_call("echo", json::object(), "", "c1");
+    s.provider->push_tool_call("echo", json::object(), "", "c2");
+    auto conversation = s.client.conversation(
+        {.tools = {echo}, .max_tool_rounds = 1, .on_interrupted_turn = say_what_failed});
+    CHECK(error_code_of([&] { (void)conversation.send("hi"); }) == "max_tool_rounds_exceeded");
+    const auto history = conversation.history();
+    REQUIRE(roles(history) ==
+            std::vector<R>{R::user, R::assistant, R::tool, R::assistant, R::tool, R::assistant});
+    const auto unrun = history[4].tool_results();
+    REQUIRE(unrun.size() == 1);
+    CHECK(unrun[0].tool_call_id == "c2");
+    CHECK(unrun[0].is_error);
+    CHECK(unrun[0].result.get<std::string>().rfind("Tool call not run: ", 0) == 0);
+    CHECK(history.back().text() == "failed: max_tool_rounds_exceeded (1 unrun)");
+}
+
+TEST_CASE("a kept interrupted turn is persisted and a failing callback keeps nothing",
+          "[conversation]") {
+    Scripted s;
+    auto store = std::make_shared<ullm::MemorySessionStore>();
+    ullm::Client client{
+        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    s.provider->push_error(std::make_exception_ptr(
+        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+    auto kept = client.conversation({.session_id = "kept", .on_interrupted_turn = say_what_failed});
+    CHECK(error_code_of([&] { (void)kept.send("hi"); }) == "provider_overloaded");
+    CHECK(client.conversation({.session_id = "kept"}).history().size() == 2);
+
+    s.provider->push_error(std::make_exception_ptr(
+        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+    auto throwing = client.conversation(
+        {.session_id = "throwing",
+         .on_interrupted_turn = [](const ullm::InterruptedTurn&) -> std::optional<ullm::Message> {
+             throw std::runtime_error("callback failed");
+         }});
+    CHECK(error_code_of([&] { (void)throwing.send("hi"); }) == "provider_overloaded");
+    CHECK(throwing.history().empty());
+}
+
+TEST_CASE("a dropped stream is an interrupted turn", "[conversation]") {
+    Scripted s;
+    std::vector<std::string> codes;
+    s.provider->push_text("never read");
+    auto conversation =
+        s.client.conversation({.on_interrupted_turn = [&](const ullm::InterruptedTurn& turn) {
+            codes.push_back(turn.code);
+            return std::optional<ullm::Message>();
+        }});
+    {
+        auto stream = conversation.send_stream("hi");
+        (void)stream.next();  // Takes the slot; then the stream is dropped.
+    }
+    CHECK(codes == std::vector<std::string>{"cancelled"});
+    CHECK(roles(conversation.history()) == std::vector<R>{R::user});
+}
+
+TEST_CASE("a tool that sets end_turn ends the turn after its round", "[conversation]") {
+    Scripted s;
+    std::atomic<int> other_calls{0};
+    auto finish = tool_running("finish", [](const json&, ullm::ToolContext& context) -> json {
+        context.end_turn = true;
+        return "stored";
+    });
+    auto other = tool_running("other", [&](const json&, ullm::ToolContext&) -> json {
+        ++other_calls;
+        return "also ran";
+    });
+    s.provider->push(
+        parallel_calls({{"c1", "finish", json::object()}, {"c2", "other", json::object()}}));
+    auto conversation = s.client.conversation({.tools = {finish, other}});
+    const auto reply = conversation.send("go");
+    CHECK(s.provider->requests().size() == 1);  // No further model request.
+    CHECK(s.provider->remaining() == 0);
+    CHECK(reply.tool_calls.size() == 2);
+    CHECK(reply.tool_rounds == 1);
+    CHECK(other_calls == 1);  // The other calls of the round still ran.
+    CHECK(roles(reply.messages) == std::vector<R>{R::user, R::assistant, R::tool});
+    CHECK(roles(conversation.history()) == std::vector<R>{R::user, R::assistant, R::tool});
+}
+
+TEST_CASE("append adds a transcript unchanged and the next turn pairs its tool results",
+          "[conversation]") {
+    Scripted s;
+    auto conversation = s.client.conversation({});
+    ullm::Message call = ullm::Message::assistant("");
+    call.parts = {ullm::ToolCallPart{"call_7", "lookup", {{"q", "x"}}}};
+    call.replay = ullm::ReplayState{"scripted", "model-a", {{"signature", "sig-1"}}};
+    const std::vector<ullm::Message> transcript = {
+        ullm::Message::user("look it up"), call,
+        ullm::Message::tool_results({{"call_7", "lookup", {{"found", true}}, false}}),
+        ullm::Message::assistant("found it")};
+    conversation.append(transcript);
+    CHECK(conversation.history().size() == 4);
+    s.provider->push_text("and then");
+    (void)conversation.send("more");
+    const auto sent = s.provider->requests().at(0).messages;
+    REQUIRE(sent.size() == 5);
+    CHECK(sent[1].tool_calls().at(0).id == "call_7");
+    CHECK(sent[1].replay == call.replay);  // Replay state is kept for the provider.
+    CHECK(sent[2].tool_results().at(0).tool_call_id == "call_7");
+    CHECK(sent[2].tool_results().at(0).result == json{{"found", true}});
+}
+
+TEST_CASE("append refuses what would break the transcript, with the message's path",
+          "[conversation]") {
+    Scripted s;
+    auto conversation = s.client.conversation({});
+    ullm::Message call = ullm::Message::assistant("");
+    call.parts = {ullm::ToolCallPart{"call_1", "lookup", json::object()}};
+    const auto path_of = [&](std::vector<ullm::Message> messages) -> std::string {
+        try {
+            conversation.append(std::move(messages));
+        } catch (const ullm::InvalidMessageError& error) {
+            return error.path();
+        }
+        return "accepted";
+    };
+    CHECK(path_of({ullm::Message::user("a"), ullm::Message::system("no")}) == "/1/role");
+    CHECK(path_of({ullm::Message::user("a"), call}) == "/1");  // Left unanswered.
+    CHECK(path_of({ullm::Message::user("a"), call,
+                   ullm::Message::tool_results({{"other", "lookup", 1, false}})}) ==
+          "/2/parts/0/tool_call_id");
+    CHECK(path_of({ullm::Message::tool_results({{"call_1", "lookup", 1, false}})}) == "/0");
+    CHECK(conversation.history().empty());
+    CHECK(path_of({}) == "accepted");
+}
+
+TEST_CASE("empty_reply_text replaces an empty final answer in reply and history",
+          "[conversation]") {
+    Scripted s;
+    s.provider->push_text("");
+    auto conversation = s.client.conversation({.empty_reply_text = "(no answer)"});
+    CHECK(conversation.send("hi").text == "(no answer)");
+    CHECK(conversation.history().back().text() == "(no answer)");
+}
+
+TEST_CASE("keep_tool_choice forces the tool choice in every round", "[conversation]") {
+    Scripted s;
+    auto echo = tool_running("echo", [](const json&, ullm::ToolContext& context) -> json {
+        static std::atomic<int> calls{0};
+        if (++calls == 2) context.end_turn = true;
+        return "ok";
+    });
+    s.provider->push_tool_call("echo", json::object());
+    s.provider->push_tool_call("echo", json::object());
+    auto conversation = s.client.conversation(
+        {.tools = {echo}, .tool_choice = ullm::ToolChoice::tool("echo"), .keep_tool_choice = true});
+    (void)conversation.send("go");
+    const auto requests = s.provider->requests();
+    REQUIRE(requests.size() == 2);
+    CHECK(requests[1].tool_choice == ullm::ToolChoice::tool("echo"));
+}
+
+TEST_CASE("use_session_store false neither restores nor persists", "[conversation]") {
+    Scripted s;
+    auto store = std::make_shared<ullm::MemorySessionStore>();
+    ullm::Client client{
+        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    s.provider->push_text("stored");
+    (void)client.conversation({.session_id = "s1"}).send("hi");
+    auto memory_only = client.conversation({.session_id = "s1", .use_session_store = false});
+    CHECK(memory_only.history().empty());
+    s.provider->push_text("not stored");
+    (void)memory_only.send("again");
+    CHECK(store->get("", "s1")->version == 1);
+}
