@@ -10,6 +10,7 @@
 #include <ullm/core/message.hpp>
 #include <ullm/dialog/cell_space.hpp>
 #include <ullm/dialog/dialog.hpp>
+#include <ullm/dialog/generate_object.hpp>
 #include <ullm/providers/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
@@ -114,6 +115,9 @@ int main() try {
     provider->push_text("You have 2 notes: Milk and Mum.");
     provider->push_tool_call("clear_notes", json::object());
     provider->push_text("I could not delete your notes.");
+    provider->push_tool_call("add_note", {{"title", "Tea"}, {"text", "Buy green tea"}});
+    provider->push_tool_call("presentResult", {{"count", 3}, {"titles", {"Milk", "Mum", "Tea"}}});
+    provider->push_text("That is 3 notes.");
     const ullm::Client client({.default_model = "scripted/notes", .providers = {provider}});
 
     // The pattern tool's `notes` parameter is pre-filled: the model neither sees nor sets it.
@@ -145,6 +149,20 @@ int main() try {
                dialog.info("alice").result.value().dump(), space->get(notes).size());
     fmt::print("transcripts: alice {} messages, bob {}\n", dialog.transcript("alice").size(),
                dialog.transcript("bob").size());
+
+    // Structured output with tools: generate_object lets the model use the tools, ends at its
+    // presentResult call and returns the object with the messages that led to it.
+    const auto generated =
+        ullm::generate_object(client, space, "Add a note to buy tea, then give me the summary.",
+                              {.schema = summary,
+                               .system = "You keep the user's notes.",
+                               .tools = {ullm::DialogTool::handler("add_note", add_note)}});
+    fmt::print("\ngenerate_object: {} from {} messages\n", generated.object.dump(),
+               generated.messages.size());
+    // Those messages go on in a dialog instance as they are: call ids and results stay paired.
+    (void)dialog.append("carol", generated.messages);
+    const auto carol = dialog.send("carol", "And how many is that?");
+    fmt::print("carol> And how many is that?\nassistant> {}\n", carol.text);
     return 0;
 } catch (const std::exception& error) {
     std::fprintf(stderr, "dialog_notes failed: %s\n", error.what());
