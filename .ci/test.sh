@@ -25,13 +25,13 @@ cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build/asan --output-on-failure -j "$jobs"
 
-echo "== threaded parts (transport, client, conversations, stores) under ThreadSanitizer"
+echo "== threaded parts (transport, client, conversations, stores, dialogs) under ThreadSanitizer"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DULLM_WERROR=ON \
     -DULLM_SANITIZE=thread -DULLM_BUILD_BENCHMARKS=OFF -DULLM_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build/tsan -j "$jobs" --target ullm_integration_tests ullm_unit_tests
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 build/tsan/tests/ullm_integration_tests
 # The kill-during-write tests fork; they run in the other two builds.
-build/tsan/tests/ullm_unit_tests "[conversation],[turn_queue],[session_store]~[crash]"
+build/tsan/tests/ullm_unit_tests "[conversation],[turn_queue],[session_store],[dialog],[cell_space]~[crash]"
 
 echo "== all tests passed"
