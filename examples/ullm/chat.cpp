@@ -1,0 +1,518 @@
+#include "chat.hpp"
+
+#include "cli_tools.hpp"
+#include "offline_model.hpp"
+#include "output.hpp"
+#include "sessions.hpp"
+#include "terminal.hpp"
+
+#include <ullm/conversation/context_manager.hpp>
+#include <ullm/conversation/conversation.hpp>
+#include <ullm/core/error.hpp>
+#include <ullm/providers/openai_chat.hpp>
+
+#include <fmt/core.h>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+namespace ullm_cli {
+
+namespace {
+
+using ullm::json;
+
+constexpr int exit_failed = 1;
+constexpr int exit_no_model = 2;
+constexpr int exit_usage = 64;
+
+// Bad command-line input: one line, exit 64.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Settings {
+    std::string model;
+    std::string provider;
+    std::string base_url;
+    std::string api_key_env;
+    std::string system;
+    std::string session;
+    std::string store;
+    std::optional<std::string> allow_dir;
+    std::optional<double> budget;
+    ullm::BudgetAction on_budget = ullm::BudgetAction::throw_error;
+    int max_tool_rounds = 5;
+    std::optional<std::size_t> window;
+    bool tools = true;
+    bool offline = false;
+    bool json = false;
+    std::vector<std::string> positional;
+};
+
+long long parse_integer(const std::string& option, const std::string& value, long long low,
+                        long long high) {
+    char* end = nullptr;
+    const long long number = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || number < low || number > high) {
+        throw UsageError(option + " needs a whole number from " + std::to_string(low) + " to " +
+                         std::to_string(high) + ", not \"" + value + "\"");
+    }
+    return number;
+}
+
+Settings parse(const std::vector<std::string>& args, bool for_send) {
+    Settings settings;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        const auto value = [&]() -> const std::string& {
+            if (i + 1 >= args.size()) throw UsageError(arg + " needs a value");
+            return args[++i];
+        };
+        if (arg == "--model") {
+            settings.model = value();
+        } else if (arg == "--provider") {
+            settings.provider = value();
+        } else if (arg == "--base-url") {
+            settings.base_url = value();
+        } else if (arg == "--api-key-env") {
+            settings.api_key_env = value();
+        } else if (arg == "--system") {
+            settings.system = value();
+        } else if (arg == "--session") {
+            settings.session = value();
+        } else if (arg == "--store") {
+            settings.store = value();
+        } else if (arg == "--allow-dir") {
+            settings.allow_dir = value();
+        } else if (arg == "--budget") {
+            const std::string& text = value();
+            char* end = nullptr;
+            const double usd = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !std::isfinite(usd) || usd < 0) {
+                throw UsageError("--budget needs a number of USD that is not negative, not \"" +
+                                 text + "\"");
+            }
+            settings.budget = usd;
+        } else if (arg == "--on-budget") {
+            const std::string& action = value();
+            if (action == "throw") {
+                settings.on_budget = ullm::BudgetAction::throw_error;
+            } else if (action == "warn") {
+                settings.on_budget = ullm::BudgetAction::warn;
+            } else if (action == "skip") {
+                settings.on_budget = ullm::BudgetAction::skip;
+            } else {
+                throw UsageError("--on-budget needs throw, warn or skip, not \"" + action + "\"");
+            }
+        } else if (arg == "--max-tool-rounds") {
+            settings.max_tool_rounds = static_cast<int>(parse_integer(arg, value(), 0, 100));
+        } else if (arg == "--window") {
+            settings.window = static_cast<std::size_t>(parse_integer(arg, value(), 1, 1'000'000));
+        } else if (arg == "--no-tools") {
+            settings.tools = false;
+        } else if (arg == "--offline") {
+            settings.offline = true;
+        } else if (arg == "--json" && for_send) {
+            settings.json = true;
+        } else if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
+            throw UsageError("unknown option " + arg + " (try ullm help)");
+        } else if (for_send) {
+            settings.positional.push_back(arg);
+        } else {
+            throw UsageError("unexpected argument \"" + arg + "\" (try ullm help)");
+        }
+    }
+    if (settings.store.empty()) settings.store = default_store_path();
+    return settings;
+}
+
+bool has_env(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && *value != '\0';
+}
+
+// Thrown when there is nothing to talk to: exit 2 with the hint.
+struct NoModel : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// The client and the model to use, from the settings and the environment.
+std::pair<ullm::Client, std::string> make_client(const Settings& settings,
+                                                 std::shared_ptr<ullm::SessionStore> store) {
+    if (settings.offline) {
+        return {ullm::Client({.default_model = "offline/scripted",
+                              .providers = {std::make_shared<OfflineModel>()},
+                              .session_store = std::move(store)}),
+                settings.model.empty() ? "offline/scripted" : "offline/" + settings.model};
+    }
+    if (!settings.base_url.empty()) {
+        if (settings.model.empty()) throw UsageError("--base-url needs --model");
+        const std::string name = settings.provider.empty() ? "local" : settings.provider;
+        ullm::OpenAiChatOptions options{.base_url = settings.base_url, .provider_name = name};
+        if (!settings.api_key_env.empty()) {
+            const char* key = std::getenv(settings.api_key_env.c_str());
+            if (key == nullptr || *key == '\0') {
+                throw UsageError("--api-key-env " + settings.api_key_env +
+                                 ": the variable is empty");
+            }
+            options.api_key = key;
+        }
+        return {ullm::Client({.providers = {std::make_shared<ullm::OpenAiChatProvider>(options)},
+                              .session_store = std::move(store)}),
+                name + "/" + settings.model};
+    }
+    const bool openai = has_env("OPENAI_API_KEY");
+    const bool anthropic = has_env("ANTHROPIC_API_KEY");
+    const bool gemini = has_env("GEMINI_API_KEY") || has_env("GOOGLE_API_KEY");
+    const bool ollama = settings.provider == "ollama" || settings.model.rfind("ollama/", 0) == 0;
+    if (!openai && !anthropic && !gemini && !ollama) {
+        throw NoModel(
+            "ullm: no API key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) and no "
+            "--base-url: run with --offline to try a scripted model without network");
+    }
+    std::string model = settings.model;
+    if (model.empty()) {
+        model = openai ? "gpt-4o-mini" : anthropic ? "claude-haiku-4-5" : "gemini-2.5-flash";
+    }
+    if (!settings.provider.empty() && model.find('/') == std::string::npos) {
+        model = settings.provider + "/" + model;
+    }
+    return {ullm::Client::from_env({.session_store = std::move(store)}), model};
+}
+
+std::string new_session_id() {
+    const std::time_t now = std::time(nullptr);
+    std::tm parts{};
+    localtime_r(&now, &parts);
+    char text[32];
+    std::strftime(text, sizeof text, "chat-%Y%m%d-%H%M%S", &parts);
+    return text;
+}
+
+ullm::ConversationOptions conversation_options(const Settings& settings, const std::string& model,
+                                               const std::string& session_id) {
+    ullm::ConversationOptions options{.session_id = session_id,
+                                      .system = settings.system,
+                                      .model = model,
+                                      .max_tool_rounds = settings.max_tool_rounds,
+                                      .budget_usd = settings.budget,
+                                      .budget_action = settings.on_budget,
+                                      .on_budget_warning = [](const ullm::BudgetWarning& warning) {
+                                          fmt::print("\n  ! budget: {}\n", warning.message);
+                                      }};
+    if (settings.tools) options.tools = builtin_tools(settings.allow_dir);
+    if (settings.window) {
+        options.context_manager = std::make_shared<ullm::SlidingWindowStrategy>(
+            ullm::SlidingWindowOptions{.max_messages = *settings.window});
+    }
+    return options;
+}
+
+// One line of a value for the terminal, cut at `limit` characters.
+std::string compact(const json& value, std::size_t limit = 160) {
+    std::string text = value.is_string()
+                           ? value.get<std::string>()
+                           : value.dump(-1, ' ', false, json::error_handler_t::replace);
+    for (auto& c : text) {
+        if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    }
+    if (text.size() > limit) {
+        std::size_t cut = limit;
+        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0U) == 0x80U) --cut;
+        text = text.substr(0, cut) + "…";
+    }
+    return text;
+}
+
+std::string usd(double value) {
+    return fmt::format("${:.6f}", value);
+}
+
+const char* const chat_help =
+    "  /history        the messages so far\n"
+    "  /totals         tokens and cost of the session\n"
+    "  /markdown       the transcript as Markdown\n"
+    "  /clear          forget the history (the totals stay)\n"
+    "  /model NAME     switch model, keeping the history\n"
+    "  /tools          the tools the model may call\n"
+    "  /help           this list\n"
+    "  /exit           quit (so does Ctrl-D); Ctrl-C cancels a running reply\n";
+
+class ChatSession {
+public:
+    ChatSession(Settings settings, ullm::Client client, std::string model)
+        : settings_(std::move(settings)),
+          client_(std::move(client)),
+          model_(std::move(model)),
+          session_id_(settings_.session.empty() ? new_session_id() : settings_.session),
+          conversation_(client_, conversation_options(settings_, model_, session_id_)),
+          interactive_(isatty(STDIN_FILENO) != 0),
+          terminal_out_(isatty(STDOUT_FILENO) != 0) {}
+
+    int run() {
+        const auto stored = conversation_.history().size();
+        fmt::print(
+            "ullm chat · {} · session {} ({}) · /help for commands\n",
+            std::string(conversation_.route().provider->name()) + "/" + conversation_.route().model,
+            session_id_,
+            stored == 0 ? std::string("new") : fmt::format("resumed, {} messages", stored));
+        Interrupts::on_interrupt([this] { interrupt(); });
+        std::string line;
+        for (;;) {
+            if (interactive_) {
+                fmt::print("you> ");
+                std::fflush(stdout);
+            }
+            if (!std::getline(std::cin, line)) {
+                if (interactive_) fmt::print("\n");
+                break;
+            }
+            if (!interactive_) fmt::print("you> {}\n", line);
+            const auto first = line.find_first_not_of(" \t");
+            if (first == std::string::npos) continue;
+            line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+            if (line[0] == '/') {
+                if (!command(line)) break;
+                continue;
+            }
+            turn(line);
+        }
+        Interrupts::on_interrupt({});
+        // A script that pipes its input in learns from the status whether every turn worked.
+        return failed_turns_ > 0 && !interactive_ ? exit_failed : 0;
+    }
+
+private:
+    void interrupt() {
+        std::lock_guard lock(mutex_);
+        if (stream_ != nullptr) {
+            stream_->cancel();
+        } else {
+            fmt::print("\n(Ctrl-D or /exit quits)\nyou> ");
+            std::fflush(stdout);
+        }
+    }
+
+    void turn(const std::string& text) {
+        auto stream = conversation_.send_stream(text);
+        {
+            std::lock_guard lock(mutex_);
+            stream_ = &stream;
+        }
+        Spinner spinner(terminal_out_);
+        bool text_started = false;
+        try {
+            while (auto event = stream.next()) {
+                spinner.stop();
+                using Type = ullm::StreamEvent::Type;
+                switch (event->type) {
+                    case Type::text_delta:
+                        if (!text_started) fmt::print("ullm> ");
+                        text_started = true;
+                        fmt::print("{}", event->delta);
+                        break;
+                    case Type::tool_call_end:
+                        if (text_started) fmt::print("\n");
+                        text_started = false;
+                        fmt::print("  ⚙ {}({})\n", event->tool_name,
+                                   event->tool_call ? compact(event->tool_call->arguments) : "");
+                        break;
+                    case Type::tool_call_result:
+                        if (event->tool_result) {
+                            fmt::print("  {} {}\n", event->tool_result->is_error ? "✗" : "↳",
+                                       compact(event->tool_result->result));
+                        }
+                        break;
+                    case Type::retry:
+                        fmt::print("  (retry {} in {} ms: {})\n", event->attempt,
+                                   event->delay.count(), event->error_code);
+                        break;
+                    default:
+                        break;
+                }
+                std::fflush(stdout);
+            }
+            spinner.stop();
+            const auto& reply = stream.reply();
+            const auto totals = conversation_.totals();
+            if (reply && reply->budget_skipped) fmt::print("ullm> {}", reply->text);
+            fmt::print("\n  · {} in, {} out · {} this turn · {} session\n",
+                       reply ? reply->turn_usage.input_tokens : 0,
+                       reply ? reply->turn_usage.output_tokens : 0,
+                       usd(reply ? reply->turn_usage.cost_usd.value_or(0) : 0),
+                       usd(totals.cost_usd));
+        } catch (const ullm::CancelledError&) {
+            spinner.stop();
+            fmt::print("\n  ✗ cancelled: nothing of this turn was stored\n");
+        } catch (const ullm::Error& error) {
+            spinner.stop();
+            ++failed_turns_;
+            fmt::print("\n  ✗ {}: {}\n", error.code(), error.message());
+        }
+        std::fflush(stdout);
+        std::lock_guard lock(mutex_);
+        stream_ = nullptr;
+    }
+
+    // Runs a slash command; false to quit.
+    bool command(const std::string& line) {
+        const auto space = line.find(' ');
+        const std::string name = line.substr(0, space);
+        const std::string argument = space == std::string::npos
+                                         ? std::string()
+                                         : line.substr(line.find_first_not_of(' ', space));
+        if (name == "/exit" || name == "/quit") return false;
+        if (name == "/help") {
+            fmt::print("{}", chat_help);
+        } else if (name == "/history") {
+            for (const auto& message : conversation_.history()) {
+                std::string line_text = message.text();
+                for (const auto& call : message.tool_calls()) {
+                    line_text += (line_text.empty() ? "" : " ") + std::string("⚙ ") + call.name +
+                                 "(" + compact(call.arguments, 80) + ")";
+                }
+                for (const auto& result : message.tool_results()) {
+                    line_text += (line_text.empty() ? "" : " ") + std::string("↳ ") +
+                                 compact(result.result, 80);
+                }
+                fmt::print("  {:<11} {}\n", std::string(ullm::to_string(message.role)) + ":",
+                           compact(line_text, 200));
+            }
+        } else if (name == "/totals") {
+            const auto totals = conversation_.totals();
+            fmt::print("  {} requests · {} in ({} cached) · {} out · {}\n", totals.rounds,
+                       totals.input_tokens, totals.cached_read_tokens, totals.output_tokens,
+                       usd(totals.cost_usd));
+        } else if (name == "/markdown") {
+            fmt::print("{}\n", conversation_.to_markdown());
+        } else if (name == "/clear") {
+            conversation_.clear();
+            fmt::print("  history cleared; totals kept\n");
+        } else if (name == "/model") {
+            if (argument.empty()) {
+                fmt::print("  model: {}/{}\n", conversation_.route().provider->name(),
+                           conversation_.route().model);
+            } else {
+                try {
+                    const std::string model =
+                        settings_.offline && argument.find('/') == std::string::npos
+                            ? "offline/" + argument
+                            : argument;
+                    conversation_ = ullm::Conversation(
+                        client_, conversation_options(settings_, model, session_id_));
+                    model_ = model;
+                    fmt::print("  model: {}/{}\n", conversation_.route().provider->name(),
+                               conversation_.route().model);
+                } catch (const ullm::Error& error) {
+                    fmt::print("  ✗ {}: {}\n", error.code(), error.message());
+                }
+            }
+        } else if (name == "/tools") {
+            if (!settings_.tools) fmt::print("  no tools (--no-tools)\n");
+            for (const auto& tool :
+                 builtin_tools(settings_.tools ? settings_.allow_dir : std::nullopt)) {
+                if (!settings_.tools) break;
+                fmt::print("  {:<13} {}\n", tool.name(), tool.declaration().description);
+            }
+        } else {
+            fmt::print("  unknown command {} (try /help)\n", name);
+        }
+        return true;
+    }
+
+    Settings settings_;
+    ullm::Client client_;
+    std::string model_;
+    std::string session_id_;
+    ullm::Conversation conversation_;
+    bool interactive_;
+    bool terminal_out_;
+    int failed_turns_ = 0;
+    std::mutex mutex_;
+    ullm::ConversationStream* stream_ = nullptr;
+};
+
+// Runs `body`, turning each kind of failure into one line on stderr and an exit status.
+template <typename Body>
+int guarded(const char* command, Body body) {
+    try {
+        return body();
+    } catch (const UsageError& error) {
+        std::fprintf(stderr, "ullm %s: %s\n", command, error.what());
+        return exit_usage;
+    } catch (const NoModel& error) {
+        std::fprintf(stderr, "%s\n", error.what());
+        return exit_no_model;
+    } catch (const ullm::InvalidConversationSnapshotError& error) {
+        std::fprintf(stderr,
+                     "ullm %s: the stored session cannot be restored (%s); it is left as it is\n",
+                     command, error.message().c_str());
+        return exit_failed;
+    } catch (const ullm::Error& error) {
+        std::fprintf(stderr, "ullm %s: %s\n", command, error.message().c_str());
+        return exit_failed;
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "ullm %s: %s\n", command, error.what());
+        return exit_failed;
+    }
+}
+
+}  // namespace
+
+int chat(const std::vector<std::string>& args) {
+    Interrupts::install();  // Before any thread starts.
+    return guarded("chat", [&] {
+        Settings settings = parse(args, false);
+        auto store = open_store(settings.store);
+        auto [client, model] = make_client(settings, store);
+        ChatSession session(std::move(settings), std::move(client), std::move(model));
+        return session.run();
+    });
+}
+
+int send(const std::vector<std::string>& args) {
+    return guarded("send", [&] {
+        Settings settings = parse(args, true);
+        std::string prompt;
+        for (const auto& word : settings.positional) {
+            if (word == "-") continue;
+            prompt += (prompt.empty() ? "" : " ") + word;
+        }
+        if (prompt.empty()) {
+            prompt.assign(std::istreambuf_iterator<char>(std::cin), {});
+            while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == '\r')) {
+                prompt.pop_back();
+            }
+        }
+        if (prompt.empty()) throw UsageError("no prompt (give it as arguments or on stdin)");
+        std::shared_ptr<ullm::SessionStore> store;
+        if (!settings.session.empty()) store = open_store(settings.store);
+        auto [client, model] = make_client(settings, store);
+        ullm::ConversationOptions options = conversation_options(settings, model, settings.session);
+        auto conversation = client.conversation(std::move(options));
+        if (settings.json) {
+            print_line(response_json(conversation.send(prompt)));
+            return 0;
+        }
+        auto stream = conversation.send_stream(prompt);
+        for (const auto& event : stream) {
+            if (const auto* delta = event.text_delta()) {
+                std::fwrite(delta->data(), 1, delta->size(), stdout);
+                std::fflush(stdout);
+            }
+        }
+        std::fputc('\n', stdout);
+        return 0;
+    });
+}
+
+}  // namespace ullm_cli

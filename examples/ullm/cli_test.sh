@@ -1,0 +1,69 @@
+#!/bin/sh
+# `ullm` as a script uses it: a piped offline chat, sessions, show, send, and one clear line
+# with the right exit status for each kind of bad input.
+#   sh cli_test.sh PATH_TO_ULLM SCRATCH_DIR
+ullm=$1
+dir=$2/cli-test
+rm -rf "$dir" && mkdir -p "$dir" || exit 1
+failures=0
+
+# expect NAME STATUS PATTERN COMMAND...: runs COMMAND, checks its exit status and that its
+# output (stdout and stderr) matches the extended regular expression PATTERN.
+expect() {
+    name=$1 status=$2 pattern=$3
+    shift 3
+    out=$("$@" 2>&1)
+    got=$?
+    if [ "$got" -eq "$status" ] && printf '%s' "$out" | grep -Eq -- "$pattern"; then
+        echo "ok   $name"
+    else
+        echo "FAIL $name (exit $got, wanted $status)"
+        printf '%s\n' "$out" | sed 's/^/     | /'
+        failures=$((failures + 1))
+    fi
+}
+
+store=$dir/sessions.db
+chat_offline() {
+    printf 'What time is it?\nWhat is 12 * (3 + 4)?\n/totals\n' |
+        "$ullm" chat --offline --store "$store" --session piped
+}
+expect "a piped offline chat calls the calculator and answers" 0 \
+    'ullm> 12 \* \(3 \+ 4\) = 84\.' chat_offline
+expect "show prints the answer" 0 '^12 \* \(3 \+ 4\) = 84\.$' \
+    "$ullm" show piped --store "$store"
+expect "sessions lists it with its messages" 0 '^piped +[0-9T:-]+ +8 +\$0\.000000$' \
+    "$ullm" sessions --store "$store"
+expect "show prints the tool call" 0 '\*\*Tool call\*\* `current_time`' \
+    "$ullm" show piped --store "$store"
+expect "a resumed session counts its messages" 0 'session piped \(resumed, 8 messages\)' \
+    sh -c "printf '/exit\n' | '$ullm' chat --offline --store '$store' --session piped"
+expect "send prints the reply" 0 '^2\+3 = 5\.$' "$ullm" send --offline 'What is 2+3?'
+expect "send reads stdin and prints JSON" 0 '"text":"2\^10 = 1024\.".*"provider":"offline"' \
+    sh -c "echo 'What is 2^10?' | '$ullm' send --offline --json"
+expect "no tools with --no-tools" 0 '^ullm> I am the offline model' \
+    sh -c "echo 'What time is it?' | '$ullm' chat --offline --no-tools --store '$store'"
+
+expect "an unknown option" 64 '^ullm chat: unknown option --bogus' "$ullm" chat --bogus
+expect "a bad budget" 64 'budget needs a number of USD' "$ullm" chat --offline --budget abc
+expect "a bad budget action" 64 'on-budget needs throw, warn or skip' \
+    "$ullm" chat --offline --on-budget maybe
+expect "a bad tool-round limit" 64 'max-tool-rounds needs a whole number from 0 to 100' \
+    "$ullm" send --offline --max-tool-rounds 101 hi
+expect "an unknown command" 64 'unknown command "chatt"' "$ullm" chatt
+printf 'this is not a database' >"$dir/bad.db"
+expect "an unreadable store" 1 '^ullm sessions: cannot open the session store .*bad\.db' \
+    "$ullm" sessions --store "$dir/bad.db"
+expect "a session that does not exist" 1 'no session "nope"' "$ullm" show nope --store "$store"
+expect "no key and no server" 2 'no API key .* run with --offline' \
+    env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY -u GEMINI_API_KEY -u GOOGLE_API_KEY \
+    "$ullm" chat --store "$store"
+expect "an unreachable server" 1 '^ullm send: .*(connect|Connection refused)' \
+    "$ullm" send --base-url http://127.0.0.1:9/v1 --model m hi
+expect "a piped chat whose server is down exits 1, its session kept" 1 \
+    'connection_failed' \
+    sh -c "echo hi | '$ullm' chat --base-url http://127.0.0.1:9/v1 --model m --store '$store' --session piped"
+expect "and the session is as it was" 0 '^piped +[0-9T:-]+ +8 ' "$ullm" sessions --store "$store"
+
+if [ "$failures" -eq 0 ]; then echo "all cli checks passed"; else echo "$failures cli checks FAILED"; fi
+[ "$failures" -eq 0 ]

@@ -1,0 +1,186 @@
+// Drives `ullm chat --offline` through a pseudo-terminal, as a user at a keyboard would:
+// the reply streams in piece by piece, Ctrl-C mid-reply cancels the turn and the next prompt
+// works, and `--session` resumes the stored session after the process exits.
+//
+//   ullm_cli_pty_test PATH_TO_ULLM SCRATCH_DIR
+//
+// Prints each step; exits 0 when every check passed, 1 otherwise.
+
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+    std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
+    if (!ok) ++failures;
+}
+
+// One `ullm chat` process on the master side of a pty.
+class Session {
+public:
+    Session(const std::string& program, const std::vector<std::string>& args) {
+        pid_ = forkpty(&master_, nullptr, nullptr, nullptr);
+        if (pid_ == 0) {
+            std::vector<char*> argv;
+            argv.push_back(const_cast<char*>(program.c_str()));
+            for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+            argv.push_back(nullptr);
+            setenv("TERM", "dumb", 1);
+            execv(program.c_str(), argv.data());
+            _exit(127);
+        }
+    }
+
+    ~Session() {
+        if (pid_ > 0 && !exited_) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        if (master_ >= 0) close(master_);
+    }
+
+    [[nodiscard]] bool started() const { return pid_ > 0; }
+
+    void type(const std::string& text) const { (void)!write(master_, text.data(), text.size()); }
+
+    // Reads until `needle` appears after `from` (default: what was already consumed), at most
+    // `timeout`. Records when each read arrived.
+    bool wait_for(const std::string& needle,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
+        const auto give_up = Clock::now() + timeout;
+        for (;;) {
+            const auto found = output_.find(needle, consumed_);
+            if (found != std::string::npos) {
+                consumed_ = found + needle.size();
+                return true;
+            }
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());
+            if (left.count() <= 0) return false;
+            pollfd fd{master_, POLLIN, 0};
+            if (poll(&fd, 1, static_cast<int>(left.count())) <= 0) continue;
+            char buffer[4096];
+            const ssize_t got = read(master_, buffer, sizeof buffer);
+            if (got <= 0) return false;  // The process ended.
+            output_.append(buffer, static_cast<std::size_t>(got));
+            reads_.push_back({Clock::now(), output_.size()});
+        }
+    }
+
+    // How many separate reads delivered the text between byte offsets `begin` and `end`, and
+    // over how long.
+    [[nodiscard]] std::pair<int, std::chrono::milliseconds> spread(std::size_t begin,
+                                                                   std::size_t end) const {
+        int count = 0;
+        Clock::time_point first{};
+        Clock::time_point last{};
+        std::size_t previous = 0;
+        for (const auto& [when, size] : reads_) {
+            if (size > begin && previous < end) {
+                if (count == 0) first = when;
+                last = when;
+                ++count;
+            }
+            previous = size;
+        }
+        return {count, std::chrono::duration_cast<std::chrono::milliseconds>(last - first)};
+    }
+
+    [[nodiscard]] const std::string& output() const { return output_; }
+    [[nodiscard]] std::size_t consumed() const { return consumed_; }
+
+    int wait_exit() {
+        int status = 0;
+        const auto give_up = Clock::now() + std::chrono::seconds(15);
+        while (waitpid(pid_, &status, WNOHANG) == 0) {
+            if (Clock::now() > give_up) return -1;
+            char buffer[4096];
+            pollfd fd{master_, POLLIN, 0};
+            if (poll(&fd, 1, 50) > 0 && read(master_, buffer, sizeof buffer) > 0) {
+            }
+        }
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+
+private:
+    pid_t pid_ = -1;
+    int master_ = -1;
+    bool exited_ = false;
+    std::string output_;
+    std::size_t consumed_ = 0;
+    std::vector<std::pair<Clock::time_point, std::size_t>> reads_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: ullm_cli_pty_test PATH_TO_ULLM SCRATCH_DIR\n");
+        return 64;
+    }
+    const std::string program = argv[1];
+    const std::string store = std::string(argv[2]) + "/pty-sessions.db";
+    std::remove(store.c_str());
+    const std::vector<std::string> args = {"chat", "--offline", "--store",
+                                           store,  "--session", "pty-session"};
+    {
+        Session chat(program, args);
+        check(chat.started(), "ullm chat starts in a pty");
+        check(chat.wait_for("session pty-session (new)") && chat.wait_for("you> "),
+              "a new session greets and prompts");
+
+        chat.type("tell me a story\n");
+        check(chat.wait_for("ullm> Once"), "the story starts");
+        const std::size_t story_start = chat.consumed();
+        check(chat.wait_for("socket,"), "the story goes on");
+        const auto [reads, over] = chat.spread(story_start, chat.consumed());
+        std::printf("     the first %zu bytes of the story came in %d reads over %lld ms\n",
+                    chat.consumed() - story_start, reads, static_cast<long long>(over.count()));
+        check(reads >= 3 && over >= std::chrono::milliseconds(100),
+              "the reply streams in pieces, not at once");
+
+        chat.type("\x03");  // Ctrl-C, as the keyboard sends it.
+        check(chat.wait_for("cancelled: nothing of this turn was stored"),
+              "Ctrl-C cancels the running reply");
+        check(chat.wait_for("you> "), "and the prompt comes back");
+        check(chat.output().find("this tale.") == std::string::npos,
+              "the story did not run to its end");
+
+        chat.type("What is 2+3?\n");
+        check(chat.wait_for("calculate(") && chat.wait_for("2+3 = 5."),
+              "the next turn calls a tool and answers");
+        check(chat.wait_for("you> "), "and prompts again");
+        chat.type("\x03");
+        check(chat.wait_for("(Ctrl-D or /exit quits)"), "Ctrl-C at the prompt does not quit");
+        chat.type("/exit\n");
+        check(chat.wait_exit() == 0, "/exit quits with status 0");
+    }
+    {
+        Session again(program, args);
+        check(again.wait_for("session pty-session (resumed, 4 messages)"),
+              "--session resumes: the cancelled turn left nothing, the sum turn 4 messages");
+        again.wait_for("you> ");
+        again.type("/history\n");
+        check(again.wait_for("What is 2+3?") && again.wait_for("2+3 = 5."),
+              "/history shows the earlier turn");
+        again.wait_for("you> ");
+        again.type("\x04");  // Ctrl-D.
+        check(again.wait_exit() == 0, "Ctrl-D quits with status 0");
+    }
+    std::printf("%s\n", failures == 0 ? "all pty checks passed" : "some pty checks FAILED");
+    return failures == 0 ? 0 : 1;
+}

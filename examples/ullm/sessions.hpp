@@ -1,0 +1,26 @@
+#pragma once
+
+// Where `ullm` keeps its sessions, and the `sessions` and `show` commands.
+
+#include <ullm/store/sqlite_session_store.hpp>
+
+#include <memory>
+#include <string>
+
+namespace ullm_cli {
+
+// `$XDG_DATA_HOME/ullm/sessions.db`, else `$HOME/.local/share/ullm/sessions.db`.
+std::string default_store_path();
+
+// Opens (creating its directory) the SQLite store at `path`. Throws `ullm::Error` with a
+// message naming the path.
+std::shared_ptr<ullm::SqliteSessionStore> open_store(const std::string& path);
+
+// `ullm sessions`: one line per session (id, last update, messages, cost). Returns the exit
+// status.
+int list_sessions(const std::string& store_path);
+
+// `ullm show ID`: the session's transcript as Markdown. Returns the exit status.
+int show_session(const std::string& store_path, const std::string& session_id);
+
+}  // namespace ullm_cli
