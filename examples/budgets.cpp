@@ -9,6 +9,8 @@
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
+#include <ullm/core/json.hpp>
+#include <ullm/core/usage.hpp>
 #include <ullm/providers/price_table.hpp>
 #include <ullm/providers/scripted_provider.hpp>
 

@@ -11,6 +11,7 @@
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
+#include <ullm/core/message.hpp>
 #include <ullm/providers/provider.hpp>
 #include <ullm/providers/provider_errors.hpp>
 

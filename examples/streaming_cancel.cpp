@@ -8,6 +8,7 @@
 #include <ullm/client/client.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
+#include <ullm/core/message.hpp>
 #include <ullm/providers/openai_chat.hpp>
 
 #include <fmt/core.h>

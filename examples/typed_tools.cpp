@@ -10,6 +10,7 @@
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
+#include <ullm/core/json.hpp>
 #include <ullm/providers/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 #include <ullm/tools/tool.hpp>
