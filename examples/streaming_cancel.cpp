@@ -2,7 +2,7 @@
 //
 // An in-process HTTP server on 127.0.0.1 plays the OpenAI Chat Completions API and sends its
 // answers as server-sent events, one small piece at a time. The first stream runs to its end;
-// the second is stopped by a "Stop" button (a timer thread) while the server is still writing,
+// the second is stopped by a "Stop" button (another thread) while the server is still writing,
 // and keeps exactly the text that had arrived.
 
 #include <ullm/client/client.hpp>
@@ -13,6 +13,7 @@
 
 #include <fmt/core.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -87,11 +88,14 @@ int main() try {
                response.usage.output_tokens);
 
     // 2. A stream cancelled through a stop token. `stream.cancel()`, from any thread, does the
-    //    same. Here a timer plays the user who presses Stop while the model is still writing.
+    //    same. Here a thread plays the user who presses Stop once the first three pieces are
+    //    on screen, while the model is still writing.
     std::stop_source stop;
+    std::atomic<int> pieces{0};
     auto story = client.stream(ask("Tell me a story."), stop.get_token());
-    const std::jthread stop_button([&stop] {
-        std::this_thread::sleep_for(500ms);
+    const std::jthread stop_button([&stop, &pieces] {
+        while (pieces.load() < 3) std::this_thread::sleep_for(5ms);
+        std::this_thread::sleep_for(100ms);
         stop.request_stop();
     });
     std::string received;
@@ -102,6 +106,7 @@ int main() try {
                 fmt::print("{}", *delta);
                 std::fflush(stdout);
                 received += *delta;
+                ++pieces;
             }
         }
     } catch (const ullm::CancelledError& error) {
