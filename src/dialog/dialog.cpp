@@ -269,6 +269,8 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
             std::lock_guard lock(instance->mutex);
             interrupted = instance->interrupted;
         }
+        // A record left by an earlier, cancelled turn that finished late is not this failure's.
+        if (interrupted && interrupted->code != error.code()) interrupted.reset();
         const auto text =
             failure_text(interrupted.value_or(InterruptedTurn{error.code(), error.message(), 0}));
         return finish({DialogTurnStatus::failed,
