@@ -69,15 +69,15 @@ void other_answers() {
                  std::this_thread::sleep_for(std::chrono::milliseconds(5));
              return "stopped";
          }});
-    const auto answer =
-        ullm::define_tool({.name = "give_answer",
-                           .description = "Give the user the final answer",
-                           .parameters = schema::object({{"text", schema::string()}}, {"text"}),
-                           .execute = [](const json& args, ullm::ToolContext& context) -> json {
-                               context.end_turn =
-                                   true;  // This call is the answer: no further model request.
-                               return args["text"];
-                           }});
+    const auto give_answer = ullm::define_tool(
+        {.name = "give_answer",
+         .description = "Give the user the final answer",
+         .parameters = schema::object({{"text", schema::string("The answer")}}, {"text"}),
+         .execute = [](const json& args, ullm::ToolContext& context) -> json {
+             // This call is the answer: the turn ends after this round.
+             context.end_turn = true;
+             return args["text"];
+         }});
 
     auto model = std::make_shared<ullm::ScriptedProvider>();
     model->push_tool_call("find_order", {{"number", 42}});
@@ -86,7 +86,7 @@ void other_answers() {
     model->push_tool_call("give_answer", {{"text", "Order 42 does not exist."}});
     const ullm::Client client({.default_model = "scripted/demo", .providers = {model}});
     auto conversation =
-        client.conversation({.tools = {find_order, check_stock, answer},
+        client.conversation({.tools = {find_order, check_stock, give_answer},
                              .tool_execution_timeout = std::chrono::milliseconds(50)});
 
     const auto reply = conversation.send("Where is order 42?");
