@@ -24,25 +24,27 @@ namespace {
 
 using ullm::json;
 
+// A budget needs a price for the model (else `unknown_model_pricing`): the shipped table, plus
+// one for our model at $10 per million tokens in and out.
+std::shared_ptr<const ullm::PriceTable> demo_prices() {
+    return std::make_shared<const ullm::PriceTable>(ullm::PriceTable::builtin().with_overrides(
+        json{{"models",
+              {{"scripted/demo",
+                {{"input", 10.0}, {"output", 10.0}, {"lastUpdated", "2025-11-01"}}}}}}));
+}
+
 void run_with(ullm::BudgetAction action) {
     fmt::print("== budget_action: {} ==\n", ullm::to_string(action));
 
-    // Every answer uses 500 tokens in and 500 out: $0.01 at the price below.
+    // Every answer uses 500 tokens in and 500 out: $0.01 at the price above.
     auto model = std::make_shared<ullm::ScriptedProvider>();
     const ullm::Usage usage{.input_tokens = 500, .output_tokens = 500};
     model->push_text("Lisbon.", usage);
     model->push_text("Porto.", usage);
     model->push_text("Coimbra.", usage);
 
-    // A budget needs a price for the model (else `unknown_model_pricing`): the shipped table,
-    // plus one for our model at $10 per million tokens in and out.
-    const auto prices =
-        std::make_shared<const ullm::PriceTable>(ullm::PriceTable::builtin().with_overrides(
-            json{{"models",
-                  {{"scripted/demo",
-                    {{"input", 10.0}, {"output", 10.0}, {"lastUpdated", "2025-11-01"}}}}}}));
     const ullm::Client client(
-        {.default_model = "scripted/demo", .providers = {model}, .prices = prices});
+        {.default_model = "scripted/demo", .providers = {model}, .prices = demo_prices()});
 
     auto conversation = client.conversation(
         {.max_tokens = 500,  // Bounds the estimate: 500 output tokens cost at most $0.005.
@@ -74,12 +76,35 @@ void run_with(ullm::BudgetAction action) {
                conversation.history().size());
 }
 
+// A cap on one turn: `SendOptions` overrides the conversation's settings for that turn only.
+void per_turn() {
+    fmt::print("== a cap on one turn ==\n");
+    auto model = std::make_shared<ullm::ScriptedProvider>();
+    model->push_text("Lisbon.", {.input_tokens = 20, .output_tokens = 100});
+    const ullm::Client client(
+        {.default_model = "scripted/demo", .providers = {model}, .prices = demo_prices()});
+    auto conversation = client.conversation({.max_tokens = 500});  // No conversation cap.
+
+    // 500 tokens of output could cost $0.005: more than the turn's $0.004.
+    try {
+        (void)conversation.send("Capital of Portugal?", {.budget_usd = 0.004});
+    } catch (const ullm::BudgetExceededError& error) {
+        fmt::print("  {}: {}\n", error.code(), error.message());
+    }
+    // With at most 100 tokens of output the same cap holds.
+    const auto reply =
+        conversation.send("Capital of Portugal?", {.budget_usd = 0.004, .max_tokens = 100});
+    fmt::print("assistant> {}\n  the turn cost ${:.4f}\n", reply.text,
+               reply.turn_usage.cost_usd.value_or(0.0));
+}
+
 }  // namespace
 
 int main() try {
     run_with(ullm::BudgetAction::throw_error);
     run_with(ullm::BudgetAction::warn);
     run_with(ullm::BudgetAction::skip);
+    per_turn();
     return 0;
 } catch (const std::exception& error) {
     std::fprintf(stderr, "budgets example failed: %s\n", error.what());

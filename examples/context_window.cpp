@@ -2,13 +2,15 @@
 //
 // A context manager decides, before every model request, which messages are sent. The stored
 // history is never changed: only the request is. `SlidingWindowStrategy` sends the most recent
-// messages; `SummarisationStrategy` replaces the older ones with a summary. `on_compaction`
-// reports each trim. A scripted provider plays the model and records every request, so the
-// program can show what each request carried.
+// messages; `SummarisationStrategy` replaces the older ones with a summary; a manager of your own
+// can do anything else, and what it returns is checked before it is sent. `on_compaction` reports
+// each trim. A scripted provider plays the model and records every request, so the program can
+// show what each request carried.
 
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/context_manager.hpp>
 #include <ullm/conversation/conversation.hpp>
+#include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
 #include <ullm/core/message.hpp>
 #include <ullm/providers/scripted_provider.hpp>
@@ -65,6 +67,34 @@ void chat(const std::string& title, const std::shared_ptr<ullm::ContextManager>&
     fmt::print("stored history: {} messages\n\n", conversation.history().size());
 }
 
+// A manager of your own: sends the user's questions and the latest answer only.
+class QuestionsOnly : public ullm::ContextManager {
+public:
+    bool should_trim(std::vector<ullm::Message> messages) override { return messages.size() > 3; }
+
+    std::vector<ullm::Message> trim(std::vector<ullm::Message> messages) override {
+        std::vector<ullm::Message> kept;
+        for (std::size_t i = 0; i < messages.size(); ++i) {
+            if (messages[i].role == ullm::Role::user || i + 2 == messages.size()) {
+                kept.push_back(std::move(messages[i]));
+            }
+        }
+        return kept;
+    }
+};
+
+// A mistake: a note as a system message. The conversation sends its own system prompt, so the
+// output is refused before anything is sent.
+class WithNote : public ullm::ContextManager {
+public:
+    bool should_trim(std::vector<ullm::Message>) override { return true; }
+
+    std::vector<ullm::Message> trim(std::vector<ullm::Message> messages) override {
+        messages.insert(messages.begin(), ullm::Message::system("Older messages were left out."));
+        return messages;
+    }
+};
+
 }  // namespace
 
 int main() try {
@@ -93,6 +123,13 @@ int main() try {
     auto summarisation = std::make_shared<ullm::SummarisationStrategy>(ullm::SummarisationOptions{
         .max_messages = 4, .keep_last_messages = 2, .summarizer = summarise});
     chat("summarisation", summarisation);
+
+    chat("custom manager", std::make_shared<QuestionsOnly>());
+    try {
+        chat("invalid output", std::make_shared<WithNote>());
+    } catch (const ullm::ProviderCapabilityError& error) {
+        fmt::print("{} (status {})\n", error.what(), error.status());
+    }
     return 0;
 } catch (const std::exception& error) {
     std::fprintf(stderr, "context window example failed: %s\n", error.what());

@@ -3,9 +3,11 @@
 // An in-process HTTP server on 127.0.0.1 plays the OpenAI Chat Completions API and sends its
 // answers as server-sent events, one small piece at a time. The first stream runs to its end;
 // the second is stopped by a "Stop" button (another thread) while the server is still writing,
-// and keeps exactly the text that had arrived.
+// and keeps exactly the text that had arrived. The third is a conversation turn, cancelled the
+// same way: what the conversation keeps of it is up to `on_interrupted_turn`.
 
 #include <ullm/client/client.hpp>
+#include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
 #include <ullm/core/message.hpp>
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -117,6 +120,31 @@ int main() try {
     fmt::print("final response: {}\n", story.response() ? "yes" : "none");
     fmt::print("server saw the client hang up: {}\n",
                server.wait_for_client_aborts(1, 2s) ? "yes" : "no");
+
+    // 3. A conversation turn, cancelled with `cancel()` from another thread. A cancelled turn
+    //    commits nothing to the history, unless `on_interrupted_turn` is set: then the user's
+    //    message is kept, followed by the message the callback returns.
+    server.enqueue(event_stream({"Chapter one: ", "the robot ", "wakes"}, true));
+    auto conversation = client.conversation(
+        {.model = "gpt-4o-mini", .on_interrupted_turn = [](const ullm::InterruptedTurn& turn) {
+             return std::optional(ullm::Message::assistant("[reply " + turn.code + "]"));
+         }});
+    auto turn = conversation.send_stream("Write chapter one.");
+    pieces = 0;
+    const std::jthread cancel_button([&turn, &pieces] {
+        while (pieces.load() < 3) std::this_thread::sleep_for(5ms);
+        turn.cancel();
+    });
+    try {
+        for (const auto& event : turn) {
+            if (event.text_delta()) ++pieces;
+        }
+    } catch (const ullm::CancelledError& error) {
+        fmt::print("turn stopped after {} pieces: {}\n", pieces.load(), error.code());
+    }
+    for (const auto& message : conversation.history()) {
+        fmt::print("  history: {}: {}\n", ullm::to_string(message.role), message.text());
+    }
     return 0;
 } catch (const std::exception& error) {
     std::fprintf(stderr, "streaming example failed: %s\n", error.what());

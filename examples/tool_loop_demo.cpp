@@ -126,6 +126,11 @@ int main() {
 
         fmt::print("\n{}\n\n", restored.to_markdown());
 
+        // clear() empties the history and persists that; the totals stay.
+        restored.clear();
+        fmt::print("after clear(): {} messages, {} tokens in so far, version {}\n",
+                   restored.history().size(), restored.totals().input_tokens, restored.version());
+
         // What the model is told when its arguments break the schema.
         const ullm::ToolRegistry tools({weather});
         ullm::ToolContext context;

@@ -4,8 +4,9 @@
 // `book_table` takes a `Booking`. Before the callback runs, the model's arguments are checked
 // against the tool's JSON schema, then decoded with nlohmann's `from_json`, which adds a rule
 // of its own. Each failure goes back to the model as the tool's error result, in words it can
-// act on, and the model calls again. A scripted provider plays the model, so the program needs
-// no network and no API key.
+// act on, and the model calls again. A second conversation shows the tool loop's other answers:
+// a tool's own error text, an unknown tool, a call that times out, and a tool that ends the turn.
+// A scripted provider plays the model, so the program needs no network and no API key.
 
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
@@ -17,10 +18,12 @@
 
 #include <fmt/core.h>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -43,6 +46,61 @@ void from_json(const json& in, Booking& out) {
     if (out.time < "12:00" || out.time > "21:30") {
         throw ullm::ToolArgumentError("/time", "must be between 12:00 and 21:30 (opening hours)");
     }
+}
+
+// The tool loop's other answers. Each call below is a round of its own.
+void other_answers() {
+    const auto find_order = ullm::define_tool(
+        {.name = "find_order",
+         .description = "Find an order by its number",
+         .parameters = schema::object({{"number", schema::integer()}}, {"number"}),
+         .execute = [](const json& args, ullm::ToolContext&) -> json {
+             // The model reads exactly this text; "not_found" is the outcome's code.
+             throw ullm::ToolResultError(
+                 fmt::format("There is no order {}.", args["number"].dump()), "not_found");
+         }});
+    const auto check_stock = ullm::define_tool(
+        {.name = "check_stock",
+         .description = "Check the stock of a product",
+         .parameters = schema::object({{"product", schema::string()}}, {"product"}),
+         .execute = [](const json&, ullm::ToolContext& context) -> json {
+             // Slow work that polls its stop token, which a timeout signals.
+             while (!context.stop_requested())
+                 std::this_thread::sleep_for(std::chrono::milliseconds(5));
+             return "stopped";
+         }});
+    const auto give_answer = ullm::define_tool(
+        {.name = "give_answer",
+         .description = "Give the user the final answer",
+         .parameters = schema::object({{"text", schema::string("The answer")}}, {"text"}),
+         .execute = [](const json& args, ullm::ToolContext& context) -> json {
+             // This call is the answer: the turn ends after this round.
+             context.end_turn = true;
+             return args["text"];
+         }});
+
+    auto model = std::make_shared<ullm::ScriptedProvider>();
+    model->push_tool_call("find_order", {{"number", 42}});
+    model->push_tool_call("cancel_order", {{"number", 42}});
+    model->push_tool_call("check_stock", {{"product", "tea"}});
+    model->push_tool_call("give_answer", {{"text", "Order 42 does not exist."}});
+    const ullm::Client client({.default_model = "scripted/demo", .providers = {model}});
+    auto conversation =
+        client.conversation({.tools = {find_order, check_stock, give_answer},
+                             .tool_execution_timeout = std::chrono::milliseconds(50)});
+
+    const auto reply = conversation.send("Where is order 42?");
+    fmt::print("\nuser> Where is order 42?\n");
+    for (const auto& message : conversation.history()) {
+        for (const auto& result : message.tool_results()) {
+            fmt::print("  {} -> {}{}\n", result.name, result.is_error ? "error: " : "",
+                       result.result.is_string() ? result.result.get<std::string>()
+                                                 : result.result.dump());
+        }
+    }
+    fmt::print("tool rounds: {}, model rounds: {}, history ends with a {} message\n",
+               reply.tool_rounds, reply.model_rounds,
+               ullm::to_string(conversation.history().back().role));
 }
 
 }  // namespace
@@ -106,6 +164,8 @@ int main() try {
                retry.tool_results().at(0).is_error);
     fmt::print("tool rounds: {}, model rounds: {}, bookings made: {}\n", reply.tool_rounds,
                reply.model_rounds, bookings_made);
+
+    other_answers();
     return 0;
 } catch (const std::exception& error) {
     std::fprintf(stderr, "typed tools example failed: %s\n", error.what());
