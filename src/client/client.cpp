@@ -78,6 +78,16 @@ void price_response(const PriceTable& prices, ChatResponse& response, std::strin
     if (price) response.usage.cost_usd = PriceTable::cost(*price, response.usage);
 }
 
+// The provider's encoding of `request`; text that is not valid UTF-8 (which no JSON body can
+// carry) is an `InvalidMessageError`, not a JSON library exception.
+HttpRequest encode(const Provider& provider, const ChatRequest& request, bool stream) {
+    try {
+        return provider.encode(request, stream);
+    } catch (const json::type_error&) {
+        throw InvalidMessageError("/messages", "holds text that is not valid UTF-8");
+    }
+}
+
 }  // namespace
 
 namespace detail {
@@ -93,7 +103,7 @@ public:
           // Encoding first means invalid options fail when the stream is created.
           encoded_(route_.provider->offline()
                        ? std::nullopt
-                       : std::optional<HttpRequest>(route_.provider->encode(request_, true))),
+                       : std::optional<HttpRequest>(encode(*route_.provider, request_, true))),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
 
     ChatStreamState(const ChatStreamState&) = delete;
@@ -386,7 +396,7 @@ ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
         return response;
     };
     if (route.provider->offline()) return priced(route.provider->respond(request, stop));
-    const HttpRequest http = route.provider->encode(request, false);
+    const HttpRequest http = encode(*route.provider, request, false);
     for (int attempt = 1;; ++attempt) {
         try {
             return priced(route.provider->decode(state_->transport->send(http, stop), request));

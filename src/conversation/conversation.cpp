@@ -67,7 +67,13 @@ struct Conversation::State {
                                             .totals = sums,
                                             .created_at = created,
                                             .updated_at = now};
-        const std::string text = snapshot_to_json(snapshot).dump();
+        std::string text;
+        try {
+            text = snapshot_to_json(snapshot).dump();
+        } catch (const json::type_error&) {
+            throw InvalidConversationSnapshotError("/messages",
+                                                   "holds a string that is not valid UTF-8");
+        }
         // Never store what a restore would refuse: a turn whose data breaks a snapshot rule
         // (a `__proto__` key in a tool result, a snapshot over the size limit) fails here,
         // with the path, uncommitted.
@@ -642,7 +648,18 @@ private:
             interrupted.unrun_calls += calls.size();
             kept.push_back(Message::tool_results(std::move(results)));
         }
-        if (auto extra = conversation().on_interrupted_turn(interrupted)) {
+        // The callback runs under the busy guard, as a tool does: a turn it starts on this
+        // conversation (from whatever thread called cancel) is refused, not deadlocked.
+        std::optional<Message> extra;
+        state_->queue->tool_started();
+        try {
+            extra = conversation().on_interrupted_turn(interrupted);
+        } catch (...) {
+            state_->queue->tool_finished();
+            throw;
+        }
+        state_->queue->tool_finished();
+        if (extra) {
             if (extra->role == Role::system || extra->role == Role::tool) {
                 throw InvalidMessageError("/role",
                                           "an interrupted turn's message must be a "

@@ -36,6 +36,17 @@ ToolResultPart cancelled_result(const ToolCallPart& call) {
     return {call.id, call.name, tool_call_cancelled_text, true};
 }
 
+// `value` with every string that is not valid UTF-8 repaired (bad bytes become U+FFFD), so that
+// a tool's bytes can always be sent and stored.
+json valid_utf8(json value) {
+    try {
+        (void)value.dump();
+        return value;
+    } catch (const json::type_error&) {
+        return json::parse(value.dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+}
+
 // Gives calls that were asked to stop a moment to return, so that a tool that honours its stop
 // token does not keep the busy guard past the turn.
 void grace(const std::vector<std::shared_ptr<CallState>>& states) {
@@ -76,6 +87,7 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
             outcome.is_error = true;  // Only bad_alloc gets here.
             outcome.error_code = "tool_execution_failed";
         }
+        outcome.result = valid_utf8(std::move(outcome.result));
         // The guard drops before the result is visible, so that the turn that reads the
         // result never sees its own tool still counted as running.
         queue->tool_finished();

@@ -129,6 +129,8 @@ std::optional<ModelPrice> PriceTable::find(std::string_view provider,
     }
     if (best != nullptr) return *best;
     if (const auto it = prices_.find(prefix + "*"); it != prices_.end()) return it->second;
+    // The Responses API serves OpenAI's models at OpenAI's prices.
+    if (provider == "openai-responses") return find("openai", model);
     return std::nullopt;
 }
 

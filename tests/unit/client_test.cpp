@@ -225,3 +225,20 @@ TEST_CASE("invalid options fail before anything is sent", "[client]") {
     CHECK(error_code_of([&] { (void)client.complete(bad_tool); }) == "invalid_tool_name");
     CHECK(scripted->requests().empty());
 }
+
+TEST_CASE("JSON that is not UTF-8 is an invalid message before anything is sent", "[client]") {
+    ullm::Client client(
+        {.providers = {std::make_shared<ullm::OpenAiChatProvider>(
+             ullm::OpenAiChatOptions{.api_key = "k", .base_url = "http://127.0.0.1:9/v1"})}});
+    ullm::ChatRequest request;
+    request.model = "openai/gpt-4o-mini";
+    // Plain text is repaired on the wire; a tool result that the adapter serialises into a
+    // string cannot be, and is refused.
+    ullm::Message call = ullm::Message::assistant("");
+    call.parts = {ullm::ToolCallPart{"c1", "lookup", json::object()}};
+    request.messages = {
+        ullm::Message::user("look"), call,
+        ullm::Message::tool_results({{"c1", "lookup", {{"k", "bad \xff"}}, false}})};
+    CHECK(error_code_of([&] { (void)client.complete(request); }) == "invalid_message");
+    CHECK(error_code_of([&] { (void)client.stream(request); }) == "invalid_message");
+}

@@ -352,3 +352,56 @@ TEST_CASE("use_session_store false neither restores nor persists", "[conversatio
     (void)memory_only.send("again");
     CHECK(store->get("", "s1")->version == 1);
 }
+
+TEST_CASE("a turn started by on_interrupted_turn on another thread is refused, not deadlocked",
+          "[conversation]") {
+    Scripted s;
+    s.provider->push_text("never read");
+    std::string inner_code;
+    std::optional<ullm::Conversation> self;
+    auto conversation = s.client.conversation(
+        {.on_interrupted_turn = [&](const ullm::InterruptedTurn&) -> std::optional<ullm::Message> {
+            inner_code = error_code_of([&] { (void)self->send("from the callback"); });
+            return std::nullopt;
+        }});
+    self = conversation;
+    auto stream = conversation.send_stream("hi");
+    (void)stream.next();  // Takes the slot; no pull runs while another thread cancels.
+    std::thread canceller([&] { stream.cancel(); });
+    canceller.join();
+    CHECK(inner_code == "conversation_busy");
+    CHECK(roles(conversation.history()) == std::vector<R>{R::user});
+    s.provider->push_text("after");
+    CHECK(conversation.send("again").text == "after");
+}
+
+TEST_CASE("bytes that are not UTF-8 in a tool's result are repaired, and stored",
+          "[conversation]") {
+    Scripted s;
+    auto store = std::make_shared<ullm::MemorySessionStore>();
+    ullm::Client client{
+        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    auto bad = tool_running("bad", [](const json&, ullm::ToolContext&) -> json {
+        throw ullm::ToolResultError("broken \xff bytes");
+    });
+    s.provider->push_tool_call("bad", json::object());
+    s.provider->push_text("ok");
+    auto conversation = client.conversation({.session_id = "utf8", .tools = {bad}});
+    CHECK(conversation.send("go").text == "ok");
+    const auto result = conversation.history()[2].tool_results().at(0);
+    CHECK(result.result == "broken \xef\xbf\xbd bytes");
+    CHECK(client.conversation({.session_id = "utf8"}).history().size() == 4);
+}
+
+TEST_CASE("a user message that is not UTF-8 fails the turn with a snapshot error",
+          "[conversation]") {
+    Scripted s;
+    auto store = std::make_shared<ullm::MemorySessionStore>();
+    ullm::Client client{
+        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    s.provider->push_text("ok");
+    auto conversation = client.conversation({.session_id = "utf8-user"});
+    CHECK(error_code_of([&] { (void)conversation.send("bad \xff"); }) ==
+          "invalid_conversation_snapshot");
+    CHECK(conversation.history().empty());
+}

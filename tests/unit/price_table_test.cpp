@@ -128,3 +128,14 @@ TEST_CASE("responses carry their cost and requests can be estimated", "[prices][
     request.model = "acme/unpriced";
     CHECK(error_code_of([&] { (void)client.estimate(request); }) == "unknown_model_pricing");
 }
+
+TEST_CASE("models served through the Responses API have OpenAI's prices", "[prices]") {
+    const auto& table = ullm::PriceTable::builtin();
+    const auto openai = table.find("openai", "gpt-4o-mini");
+    REQUIRE(openai);
+    const auto responses = table.find("openai-responses", "gpt-4o-mini-2024-07-18");
+    REQUIRE(responses);
+    CHECK(responses->input == openai->input);
+    CHECK(responses->output == openai->output);
+    CHECK_FALSE(table.find("openai-responses", "no-such-model"));
+}

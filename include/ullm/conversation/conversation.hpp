@@ -218,7 +218,8 @@ public:
     /// callback of this conversation runs, `BudgetExceededError`, `MaxToolRoundsError`,
     /// `CancelledError`, `ProviderCapabilityError` for invalid `options`, the provider's
     /// `Error`, or `SessionStoreConflictError` when another writer changed the session; after
-    /// any failure nothing of the turn is in the history (its spend is in the totals).
+    /// any failure nothing of the turn is in the history unless `on_interrupted_turn` keeps
+    /// it (its spend is in the totals either way).
     ConversationReply send(std::string text, SendOptions options = {});
 
     /// As `send(std::string)`, with a whole user message (images, documents).

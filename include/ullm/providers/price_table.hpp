@@ -41,7 +41,8 @@ public:
     /// validated before any is applied, so a bad one changes nothing.
     [[nodiscard]] PriceTable with_overrides(const json& overrides) const;
 
-    /// The price of `model` at `provider`, or nullopt when unknown.
+    /// The price of `model` at `provider`, or nullopt when unknown. `openai-responses` models
+    /// without entries of their own have OpenAI's prices.
     [[nodiscard]] std::optional<ModelPrice> find(std::string_view provider,
                                                  std::string_view model) const;
 
