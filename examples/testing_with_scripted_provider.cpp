@@ -4,9 +4,10 @@
 // a picnic is a good idea. The test below runs it offline against `ullm::ScriptedProvider`: it
 // queues what the model will answer, runs the code, and checks both the code's result and
 // what the code sent (the system prompt, the tool result the model got back). Streams are
-// scripted event by event. Last, recorded provider traffic is replayed through an in-process
-// HTTP server to the real OpenAI adapter and libcurl transport. The same works inside any test
-// framework; here plain checks keep the example self-contained.
+// scripted event by event, and a slow tool shows that it stops at its timeout. Last, recorded
+// provider traffic is replayed through an in-process HTTP server to the real OpenAI adapter and
+// libcurl transport. The same works inside any test framework; here plain checks keep the example
+// self-contained.
 
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
@@ -20,8 +21,11 @@
 
 #include <fmt/core.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -47,6 +51,23 @@ std::string plan_picnic(const ullm::Client& client, const std::string& city) {
     auto conversation = client.conversation(
         {.system = "You plan picnics. Check the weather first.", .tools = {weather_tool()}});
     return conversation.send("Should we have a picnic in " + city + " tomorrow?").text;
+}
+
+// A tool that waits for a slow archive. It waits on its stop token, so a timeout or a cancelled
+// turn ends it at once (a tool that ignores the token keeps the conversation busy until it
+// returns).
+ullm::Tool slow_lookup_tool() {
+    return ullm::define_tool(
+        {.name = "slow_lookup",
+         .description = "Looks a term up in a slow archive",
+         .parameters = ullm::schema::object({{"term", ullm::schema::string()}}, {"term"}),
+         .execute = [](const json&, ullm::ToolContext& context) -> json {
+             std::mutex mutex;
+             std::condition_variable_any archive_answered;  // Never notified: the archive is slow.
+             std::unique_lock lock(mutex);
+             archive_answered.wait(lock, context.stop_token, [] { return false; });
+             throw ullm::ToolResultError("The archive did not answer.");
+         }});
 }
 
 // Streams the answer to `question`; returns the text and how many pieces it came in.
@@ -127,6 +148,22 @@ int main() try {
     model->push_events({text_delta("Bring "), text_delta("a "), text_delta("hat.")});
     const auto [streamed, pieces] = stream_answer(client, "What should we bring?");
     check(streamed == "Bring a hat." && pieces == 3, "a scripted stream arrives in three pieces");
+
+    // Each tool call runs on its own thread with a deadline. Past it, the call is asked to
+    // stop and the model is told; the conversation takes the next turn at once.
+    model->push_tool_call("slow_lookup", {{"term", "picnic"}});
+    model->push_text("The archive is slow today.");
+    model->push_text("Then bring sandwiches.");
+    auto patient = client.conversation(
+        {.tools = {slow_lookup_tool()}, .tool_execution_timeout = std::chrono::milliseconds(50)});
+    (void)patient.send("Look up the history of picnics.");
+    const auto told = model->requests().back().messages.back().tool_results().at(0).result;
+    check(told ==
+              "Error: tool \"slow_lookup\" did not finish within 50 ms and was stopped. Try "
+              "again or proceed without its result.",
+          "a tool past its timeout is stopped and the model is told");
+    check(patient.send("What should we eat?").text == "Then bring sandwiches.",
+          "the next turn runs at once");
 
     // Recorded traffic: the in-process server sends the recording, framed as the provider's
     // SSE, in 16-byte pieces; the real adapter and transport decode it.
