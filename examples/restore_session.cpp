@@ -4,11 +4,13 @@
 // history and its running totals. A later client (here: a second one in the same program,
 // as after a restart) opens the same database, asks for a conversation with the same session
 // id, and gets it back. What a conversation does (system prompt, model, tools, budget) comes
-// from the options you pass each time, never from the store. A scripted provider plays the
-// model.
+// from the options you pass each time, never from the store. Two handles that write the same
+// session meet a version conflict; a damaged snapshot is refused whole. A scripted provider
+// plays the model.
 
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
+#include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
 #include <ullm/providers/price_table.hpp>
 #include <ullm/providers/scripted_provider.hpp>
@@ -89,8 +91,40 @@ int main() {
                    model->requests().at(0).messages.size(), conversation.version(),
                    conversation.totals().cost_usd);
 
+        // Two handles on one session, as two processes would hold: the first to commit wins.
+        // The other's turn is refused: its messages are dropped, its spend is stored (a version
+        // of its own), and the handle takes the stored state, so that sending again works.
+        auto other = client.conversation(options);
+        model->push_text("About forty minutes.", {.input_tokens = 300, .output_tokens = 10});
+        for (int i = 0; i < 2; ++i) {
+            model->push_text("Yes, an easy day trip.", {.input_tokens = 320, .output_tokens = 10});
+        }
+        (void)conversation.send("How long is the ride?");
+        try {
+            (void)other.send("Is it a day trip?");
+        } catch (const ullm::SessionStoreConflictError& conflict) {
+            fmt::print("conflict: the write expected version {}, the store holds {}\n",
+                       conflict.expected_version(), conflict.actual_version());
+        }
+        const auto retried = other.send("Is it a day trip?");
+        fmt::print("sent again: {} (version {}, {} messages, {} rounds paid)\n", retried.text,
+                   other.version(), other.history().size(), other.totals().rounds);
+
+        // A snapshot that breaks a rule is refused whole, with the JSON path that failed, and
+        // the record is left as it is.
+        const auto store = client.session_store();
+        auto damaged = ullm::json::parse(store->get("", "trip-to-lisbon")->snapshot);
+        damaged["session_id"] = "damaged-trip";
+        damaged["messages"][1]["role"] = "robot";
+        (void)store->put("", "damaged-trip", damaged.dump(), 0);
+        try {
+            (void)client.conversation({.session_id = "damaged-trip"});
+        } catch (const ullm::InvalidConversationSnapshotError& error) {
+            fmt::print("refused: {} at {}: {}\n", error.code(), error.path(), error.constraint());
+        }
+
         // The store can list what it holds (per tenant; "" is the default tenant).
-        for (const auto& session : client.session_store()->list("").sessions) {
+        for (const auto& session : store->list("").sessions) {
             fmt::print("stored session: {} (version {})\n", session.session_id, session.version);
         }
     } catch (const std::exception& error) {
