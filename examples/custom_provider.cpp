@@ -38,7 +38,8 @@ public:
     // Models route here as "tiny/<model>".
     [[nodiscard]] std::string_view name() const noexcept override { return "tiny"; }
 
-    // Text turns, nothing more. The client does not enforce this: `encode` refuses the rest.
+    // Text turns, nothing more. The client refuses what these rule out (`unsupported_option`)
+    // before `encode` or `respond` is called.
     [[nodiscard]] ullm::ProviderCapabilities capabilities(std::string_view) const override {
         ullm::ProviderCapabilities text_only;
         text_only.streaming = text_only.tools = text_only.tool_choice_required = false;
@@ -48,21 +49,17 @@ public:
     }
 
     [[nodiscard]] ullm::HttpRequest encode(const ullm::ChatRequest& request,
-                                           bool stream) const override {
-        // Refuse what the API cannot do; never drop it silently.
-        bool text_only = !stream && request.tools.empty() && !request.tool_choice &&
-                         !request.response_format && !request.temperature && !request.top_p &&
-                         request.stop.empty();
+                                           bool /*stream*/) const override {
+        // What capabilities cannot say is refused here: never drop anything silently.
         json turns = json::array();
         for (const auto& message : request.messages) {
             for (const auto& part : message.parts) {
-                text_only = text_only && std::holds_alternative<ullm::TextPart>(part);
+                if (!std::holds_alternative<ullm::TextPart>(part)) {
+                    throw ullm::ProviderCapabilityError("unsupported_option",
+                                                        "tiny takes plain text turns only");
+                }
             }
             turns.push_back({{"role", ullm::to_string(message.role)}, {"text", message.text()}});
-        }
-        if (!text_only) {
-            throw ullm::ProviderCapabilityError("unsupported_option",
-                                                "tiny takes plain text turns, nothing else");
         }
         const json body = {{"model", request.model}, {"system", request.system}, {"turns", turns}};
         return {.url = base_url_ + "/generate",

@@ -106,7 +106,8 @@ int main() try {
          }});
 
     // The model: one queued answer per request, in order. Alice's turn takes five rounds
-    // (add, add, summarise, present, answer); bob's takes two.
+    // (add, add, summarise, present, answer); bob's two; generate_object two (add, present);
+    // carol's one.
     auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
     provider->push_tool_call("add_note", {{"title", "Milk"}, {"text", "Buy two litres"}});
     provider->push_tool_call("add_note", {{"title", "Mum"}, {"text", "Call about Sunday"}});

@@ -10,6 +10,7 @@
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/providers/openai_chat.hpp>
+#include <ullm/providers/price_table.hpp>
 
 #include <fmt/core.h>
 
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <mutex>
@@ -132,6 +134,9 @@ Settings parse(const std::vector<std::string>& args, bool for_send) {
         }
     }
     if (settings.store.empty()) settings.store = default_store_path();
+    if (settings.allow_dir && !std::filesystem::is_directory(*settings.allow_dir)) {
+        throw UsageError("--allow-dir " + *settings.allow_dir + " is not a directory");
+    }
     return settings;
 }
 
@@ -149,8 +154,15 @@ struct NoModel : std::runtime_error {
 std::pair<ullm::Client, std::string> make_client(const Settings& settings,
                                                  std::shared_ptr<ullm::SessionStore> store) {
     if (settings.offline) {
+        // The offline model costs nothing, so budgets work with it too.
+        auto prices =
+            std::make_shared<const ullm::PriceTable>(ullm::PriceTable::builtin().with_overrides(
+                json{{"models",
+                      {{"offline/*",
+                        {{"input", 0.0}, {"output", 0.0}, {"lastUpdated", "2026-11-30"}}}}}}));
         return {ullm::Client({.default_model = "offline/scripted",
                               .providers = {std::make_shared<OfflineModel>()},
+                              .prices = std::move(prices),
                               .session_store = std::move(store)}),
                 settings.model.empty() ? "offline/scripted" : "offline/" + settings.model};
     }

@@ -44,6 +44,18 @@ expect "send reads stdin and prints JSON" 0 '"text":"2\^10 = 1024\.".*"provider"
 expect "no tools with --no-tools" 0 '^ullm> I am the offline model' \
     sh -c "echo 'What time is it?' | '$ullm' chat --offline --no-tools --store '$store'"
 
+expect "a budget works with the offline model" 0 '^2\+2 = 4\.$' \
+    "$ullm" send --offline --budget 0.01 'What is 2+2?'
+mkdir -p "$dir/allowed" && printf 'hello file\n' >"$dir/allowed/a.txt" &&
+    printf 'secret\n' >"$dir/secret.txt" && ln -sf ../secret.txt "$dir/allowed/link.txt"
+expect "read_file reads under --allow-dir" 0 'a\.txt has 1 lines\. It begins: "hello file' \
+    "$ullm" send --offline --allow-dir "$dir/allowed" 'read a.txt'
+expect "a symlink out of --allow-dir is refused" 0 'Access denied: link\.txt is outside' \
+    "$ullm" send --offline --allow-dir "$dir/allowed" 'read link.txt'
+expect "a path out of --allow-dir is refused" 0 'Access denied: \.\./secret\.txt is outside' \
+    "$ullm" send --offline --allow-dir "$dir/allowed" 'read ../secret.txt'
+expect "--allow-dir must be a directory" 64 'allow-dir .* is not a directory' \
+    "$ullm" chat --offline --allow-dir "$dir/nope"
 expect "an unknown option" 64 '^ullm chat: unknown option --bogus' "$ullm" chat --bogus
 expect "a bad budget" 64 'budget needs a number of USD' "$ullm" chat --offline --budget abc
 expect "a bad budget action" 64 'on-budget needs throw, warn or skip' \
@@ -52,7 +64,7 @@ expect "a bad tool-round limit" 64 'max-tool-rounds needs a whole number from 0 
     "$ullm" send --offline --max-tool-rounds 101 hi
 expect "an unknown command" 64 'unknown command "chatt"' "$ullm" chatt
 printf 'this is not a database' >"$dir/bad.db"
-expect "an unreadable store" 1 '^ullm sessions: cannot open the session store .*bad\.db' \
+expect "an unreadable store" 1 '^ullm sessions: cannot open the session store: .*bad\.db.*not a database' \
     "$ullm" sessions --store "$dir/bad.db"
 expect "a session that does not exist" 1 'no session "nope"' "$ullm" show nope --store "$store"
 expect "no key and no server" 2 'no API key .* run with --offline' \

@@ -174,12 +174,15 @@ void OfflineModel::prepare(const ullm::ChatRequest& request) const {
 
 ullm::ChatResponse OfflineModel::respond(const ullm::ChatRequest& request,
                                          std::stop_token stop) const {
+    // Queueing the answer and taking it are one step, so concurrent requests get their own.
+    std::lock_guard lock(mutex_);
     prepare(request);
     return voice_->respond(request, std::move(stop));
 }
 
 std::unique_ptr<ullm::EventSource> OfflineModel::respond_stream(const ullm::ChatRequest& request,
                                                                 std::stop_token stop) const {
+    std::lock_guard lock(mutex_);
     prepare(request);
     return voice_->respond_stream(request, std::move(stop));
 }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 
 namespace ullm_cli {
 
@@ -36,6 +37,7 @@ private:
     void prepare(const ullm::ChatRequest& request) const;
 
     std::shared_ptr<ullm::ScriptedProvider> voice_;
+    mutable std::mutex mutex_;  ///< Holds `prepare` and the voice's take together.
 };
 
 }  // namespace ullm_cli

@@ -32,8 +32,8 @@ std::shared_ptr<ullm::SqliteSessionStore> open_store(const std::string& path) {
     try {
         return ullm::SqliteSessionStore::open(path);
     } catch (const ullm::Error& error) {
-        throw ullm::SessionStoreError("cannot open the session store " + path + ": " +
-                                      error.message());
+        // The store's own message names the path.
+        throw ullm::SessionStoreError("cannot open the session store: " + error.message());
     }
 }
 

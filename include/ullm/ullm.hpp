@@ -1,7 +1,8 @@
 #pragma once
 
 /// Everything ullm offers, in one include: the client, conversations, tools, providers, session
-/// stores and the test helpers' base types. Include single headers instead to build faster.
+/// stores and dialogs. The replay helpers for tests (`testing/replay.hpp`) are not included.
+/// Include single headers instead to build faster.
 
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/context_manager.hpp>

@@ -7,6 +7,8 @@
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/openai_responses.hpp>
 
+#include "../providers/response_builder.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <deque>
@@ -51,7 +53,7 @@ std::optional<NamedRoute> route_by_name(std::string_view model) {
     }
     if (starts_with(model, "claude-")) return NamedRoute{"anthropic", "ANTHROPIC_API_KEY"};
     if (starts_with(model, "gemini-") || starts_with(model, "models/gemini-")) {
-        return NamedRoute{"gemini", "GEMINI_API_KEY"};
+        return NamedRoute{"gemini", "GEMINI_API_KEY (or GOOGLE_API_KEY)"};
     }
     return std::nullopt;
 }
@@ -391,6 +393,8 @@ Route Client::route(std::string_view model) const {
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
     Route route = this->route(request.model);
     request.model = route.model;
+    detail::check_request(request, route.provider->capabilities(request.model),
+                          route.provider->name(), false);
     const auto priced = [&](ChatResponse response) {
         price_response(*state_->prices, response, route.provider->name(), request.model);
         return response;
@@ -414,6 +418,9 @@ ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
 ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
     Route route = this->route(request.model);
     request.model = route.model;
+    // What the model cannot do is refused here for every provider, custom ones included.
+    detail::check_request(request, route.provider->capabilities(request.model),
+                          route.provider->name(), true);
     return ChatStream(std::make_unique<detail::ChatStreamState>(
         state_, std::move(route), std::move(request), std::move(stop)));
 }

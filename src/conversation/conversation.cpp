@@ -87,10 +87,18 @@ struct Conversation::State {
         }
     }
 
-    // Replaces history, totals and version with what the store holds. Fails closed.
+    // Replaces history, totals and version with what the store holds. Fails closed. A session
+    // that was removed from the store is gone: the conversation starts afresh, so that the
+    // next turn creates it again instead of failing on a version that no longer exists.
     void reload() {
         const auto stored = store->get(options.tenant, options.session_id);
-        if (!stored) return;
+        if (!stored) {
+            std::lock_guard lock(mutex);
+            history.clear();
+            totals = {};
+            version = 0;
+            return;
+        }
         ConversationSnapshot snapshot = parse_snapshot_text(stored->snapshot);
         if (snapshot.session_id != options.session_id) {
             throw InvalidConversationSnapshotError(

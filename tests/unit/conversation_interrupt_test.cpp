@@ -49,6 +49,15 @@ struct Journal {
     }
 };
 
+// A scripted client whose conversations persist in a memory store.
+struct Stored {
+    Scripted scripted;
+    std::shared_ptr<ullm::MemorySessionStore> store = std::make_shared<ullm::MemorySessionStore>();
+    ullm::Client client{{.default_model = "scripted/model-a",
+                         .providers = {scripted.provider},
+                         .session_store = store}};
+};
+
 // Keeps the interrupted turn and says what happened in an assistant message (none for a
 // cancel).
 std::optional<ullm::Message> say_what_failed(const ullm::InterruptedTurn& turn) {
@@ -204,10 +213,9 @@ TEST_CASE("calls a failure left unrun are answered in a kept turn", "[conversati
 
 TEST_CASE("a kept interrupted turn is persisted and a failing callback keeps nothing",
           "[conversation]") {
-    Scripted s;
-    auto store = std::make_shared<ullm::MemorySessionStore>();
-    ullm::Client client{
-        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    Stored st;
+    auto& s = st.scripted;
+    auto& client = st.client;
     s.provider->push_error(std::make_exception_ptr(
         ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
     auto kept = client.conversation({.session_id = "kept", .on_interrupted_turn = say_what_failed});
@@ -340,10 +348,10 @@ TEST_CASE("keep_tool_choice forces the tool choice in every round", "[conversati
 }
 
 TEST_CASE("use_session_store false neither restores nor persists", "[conversation]") {
-    Scripted s;
-    auto store = std::make_shared<ullm::MemorySessionStore>();
-    ullm::Client client{
-        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    Stored st;
+    auto& s = st.scripted;
+    auto& store = st.store;
+    auto& client = st.client;
     s.provider->push_text("stored");
     (void)client.conversation({.session_id = "s1"}).send("hi");
     auto memory_only = client.conversation({.session_id = "s1", .use_session_store = false});
@@ -377,10 +385,9 @@ TEST_CASE("a turn started by on_interrupted_turn on another thread is refused, n
 
 TEST_CASE("bytes that are not UTF-8 in a tool's result are repaired, and stored",
           "[conversation]") {
-    Scripted s;
-    auto store = std::make_shared<ullm::MemorySessionStore>();
-    ullm::Client client{
-        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    Stored st;
+    auto& s = st.scripted;
+    auto& client = st.client;
     auto bad = tool_running("bad", [](const json&, ullm::ToolContext&) -> json {
         throw ullm::ToolResultError("broken \xff bytes");
     });
@@ -395,13 +402,33 @@ TEST_CASE("bytes that are not UTF-8 in a tool's result are repaired, and stored"
 
 TEST_CASE("a user message that is not UTF-8 fails the turn with a snapshot error",
           "[conversation]") {
-    Scripted s;
-    auto store = std::make_shared<ullm::MemorySessionStore>();
-    ullm::Client client{
-        {.default_model = "scripted/model-a", .providers = {s.provider}, .session_store = store}};
+    Stored st;
+    auto& s = st.scripted;
+    auto& client = st.client;
     s.provider->push_text("ok");
     auto conversation = client.conversation({.session_id = "utf8-user"});
     CHECK(error_code_of([&] { (void)conversation.send("bad \xff"); }) ==
           "invalid_conversation_snapshot");
     CHECK(conversation.history().empty());
+}
+
+TEST_CASE("a session removed from the store starts afresh after one refused turn",
+          "[conversation]") {
+    Stored st;
+    auto& s = st.scripted;
+    auto& store = st.store;
+    auto& client = st.client;
+    auto conversation = client.conversation({.session_id = "removed"});
+    s.provider->push_text("one");
+    (void)conversation.send("first");
+    REQUIRE(store->remove("", "removed"));
+    s.provider->push_text("refused");
+    CHECK(error_code_of([&] { (void)conversation.send("second"); }) == "session_store_conflict");
+    CHECK(conversation.history().empty());  // The removal is honoured, not undone.
+    s.provider->push_text("three");
+    CHECK(conversation.send("third").text == "three");
+    // The refused turn's spend re-created the session (version 1); the third turn is version 2.
+    CHECK(store->get("", "removed")->version == 2);
+    CHECK(conversation.totals().rounds == 2);
+    CHECK(client.conversation({.session_id = "removed"}).history().size() == 2);
 }
