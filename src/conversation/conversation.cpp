@@ -193,6 +193,11 @@ void check_options(ConversationOptions& options) {
             "tool_execution_timeout must be positive and at most 300000 ms, not " +
                 std::to_string(options.tool_execution_timeout.count()) + " ms");
     }
+    if (options.max_parallel_tool_calls < 1 || options.max_parallel_tool_calls > 256) {
+        throw ProviderCapabilityError("invalid_max_parallel_tool_calls",
+                                      "max_parallel_tool_calls must be from 1 to 256, not " +
+                                          std::to_string(options.max_parallel_tool_calls));
+    }
     if (options.tool_validation != ValidationMode::strict &&
         options.tool_validation != ValidationMode::permissive) {
         throw ProviderCapabilityError("invalid_tool_validation",
@@ -527,6 +532,7 @@ private:
             .timeout = conversation().tool_execution_timeout,
             .validation = conversation().tool_validation,
             .sequential = conversation().sequential_tool_calls,
+            .max_parallel = conversation().max_parallel_tool_calls,
             .session_id = conversation().session_id,
             .tenant = conversation().tenant,
             .model = state_->route.model,

@@ -2,6 +2,7 @@
 
 #include <ullm/core/error.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -118,23 +119,22 @@ ToolRound run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
                          const std::shared_ptr<TurnQueue>& queue,
                          const std::vector<ToolCallPart>& calls, const ToolRoundSettings& settings,
                          std::stop_token turn_stop) {
-    // Parallel calls share one deadline; a sequential call gets its own when it starts.
+    // At most `window` calls run at once; each gets its deadline when it starts. Calls start in
+    // call order, a later one as an earlier one is done.
+    const std::size_t window =
+        settings.sequential ? 1 : std::max<std::size_t>(1, settings.max_parallel);
     std::vector<std::shared_ptr<CallState>> states(calls.size());
     std::vector<SteadyClock::time_point> deadlines(calls.size());
-    if (!settings.sequential && !turn_stop.stop_requested()) {
-        const auto deadline = SteadyClock::now() + settings.timeout;
-        for (std::size_t i = 0; i < calls.size(); ++i) {
-            deadlines[i] = deadline;
-            states[i] = start_call(registry, queue, calls[i], settings, deadline);
-        }
-    }
-
+    std::size_t started = 0;
     ToolRound round;
     round.results.reserve(calls.size());
     for (std::size_t i = 0; i < calls.size(); ++i) {
-        if (!round.cancelled && !states[i] && !turn_stop.stop_requested()) {
-            deadlines[i] = SteadyClock::now() + settings.timeout;
-            states[i] = start_call(registry, queue, calls[i], settings, deadlines[i]);
+        while (!round.cancelled && started < calls.size() && started < i + window &&
+               !turn_stop.stop_requested()) {
+            deadlines[started] = SteadyClock::now() + settings.timeout;
+            states[started] =
+                start_call(registry, queue, calls[started], settings, deadlines[started]);
+            ++started;
         }
         auto* state = states[i].get();
         bool done = false;

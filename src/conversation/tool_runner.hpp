@@ -1,8 +1,8 @@
 #pragma once
 
-// Runs one round of tool calls for a conversation: each call on its own thread, all at once or
-// one after another, each with a deadline and a stop token, counted by the turn queue's busy
-// guard until its callback really returns.
+// Runs one round of tool calls for a conversation: each call on its own thread, up to a number
+// at once or one after another, each with its own deadline and a stop token, counted by the turn
+// queue's busy guard until its callback really returns.
 
 #include <ullm/conversation/turn_queue.hpp>
 #include <ullm/core/message.hpp>
@@ -20,7 +20,8 @@ namespace ullm::detail {
 struct ToolRoundSettings {
     std::chrono::milliseconds timeout{30'000};
     ValidationMode validation = ValidationMode::strict;
-    bool sequential = false;  ///< One call after another, each with its own deadline.
+    bool sequential = false;        ///< One call after another (a window of one).
+    std::size_t max_parallel = 16;  ///< At most this many calls run at once.
     std::string session_id;
     std::string tenant;
     std::string model;

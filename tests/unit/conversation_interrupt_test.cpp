@@ -432,3 +432,39 @@ TEST_CASE("a session removed from the store starts afresh after one refused turn
     CHECK(conversation.totals().rounds == 2);
     CHECK(client.conversation({.session_id = "removed"}).history().size() == 2);
 }
+
+TEST_CASE("max_parallel_tool_calls bounds how many calls of a round run at once",
+          "[conversation]") {
+    Scripted s;
+    std::atomic<int> running{0};
+    std::atomic<int> most{0};
+    auto work = tool_running("work", [&](const json&, ullm::ToolContext&) -> json {
+        const int now = ++running;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        // Wait (briefly) for a partner, so that the bound is reached however slow the machine.
+        const auto give_up = std::chrono::steady_clock::now() + 500ms;
+        while (running.load() < 2 && std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(1ms);
+        }
+        std::this_thread::sleep_for(5ms);
+        --running;
+        return "done";
+    });
+    std::vector<ullm::ToolCallPart> six;
+    for (int i = 0; i < 6; ++i) six.push_back({"c" + std::to_string(i), "work", json::object()});
+    s.provider->push(parallel_calls(six));
+    s.provider->push_text("ok");
+    auto conversation = s.client.conversation({.tools = {work}, .max_parallel_tool_calls = 2});
+    (void)conversation.send("go");
+    CHECK(most.load() == 2);
+    const auto results = conversation.history()[2].tool_results();
+    REQUIRE(results.size() == 6);
+    for (int i = 0; i < 6; ++i)
+        CHECK(results[static_cast<std::size_t>(i)].tool_call_id == "c" + std::to_string(i));
+    CHECK(error_code_of([&] { (void)s.client.conversation({.max_parallel_tool_calls = 0}); }) ==
+          "invalid_max_parallel_tool_calls");
+    CHECK(error_code_of([&] { (void)s.client.conversation({.max_parallel_tool_calls = 257}); }) ==
+          "invalid_max_parallel_tool_calls");
+}

@@ -99,9 +99,12 @@ struct ConversationOptions {
     /// How long one tool call may run (> 0, at most 300 s) before it is asked to stop and
     /// answered with an error result.
     std::chrono::milliseconds tool_execution_timeout{30'000};
-    /// Runs the calls of a tool round one after another in call order, each with its own
-    /// deadline, instead of all at once. A cancel then keeps the later calls from starting.
+    /// Runs the calls of a tool round one after another in call order instead of at once. A
+    /// cancel then keeps the later calls from starting.
     bool sequential_tool_calls = false;
+    /// At most this many calls of a round run at once (1..256); the others start in call
+    /// order as earlier ones finish. Each call's deadline counts from its own start.
+    std::size_t max_parallel_tool_calls = 16;
     /// What the model is told when it calls a tool the conversation does not have; empty for
     /// the default, which names the tools that exist.
     std::string unknown_tool_text;
