@@ -24,6 +24,7 @@
 #include <iterator>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stdexcept>
 
 namespace ullm_cli {
@@ -201,13 +202,16 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
     return {ullm::Client::from_env({.session_store = std::move(store)}), model};
 }
 
+// "chat-YYYYMMDD-HHMMSS-xxxx": sorts by start time; the random end keeps two chats started in
+// the same second apart.
 std::string new_session_id() {
     const std::time_t now = std::time(nullptr);
     std::tm parts{};
     localtime_r(&now, &parts);
     char text[32];
-    std::strftime(text, sizeof text, "chat-%Y%m%d-%H%M%S", &parts);
-    return text;
+    std::strftime(text, sizeof text, "chat-%Y%m%d-%H%M%S-", &parts);
+    std::random_device random;
+    return text + fmt::format("{:04x}", random() & 0xFFFFU);
 }
 
 ullm::ConversationOptions conversation_options(const Settings& settings, const std::string& model,
@@ -229,7 +233,7 @@ ullm::ConversationOptions conversation_options(const Settings& settings, const s
     return options;
 }
 
-// One line of a value for the terminal, cut at `limit` characters.
+// One line of a value for the terminal, cut at `limit` bytes (never inside a UTF-8 sequence).
 std::string compact(const json& value, std::size_t limit = 160) {
     std::string text = value.is_string()
                            ? value.get<std::string>()
