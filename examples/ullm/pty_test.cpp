@@ -1,6 +1,7 @@
 // Drives `ullm chat --offline` through a pseudo-terminal, as a user at a keyboard would:
 // the reply streams in piece by piece, Ctrl-C mid-reply cancels the turn and the next prompt
-// works, and `--session` resumes the stored session after the process exits.
+// works, and `--session` resumes the stored session after the process exits. Last, a session
+// whose stored snapshot is corrupt is refused in one line and left as it is.
 //
 //   ullm_cli_pty_test PATH_TO_ULLM SCRATCH_DIR
 //
@@ -10,6 +11,8 @@
 #include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <ullm/store/sqlite_session_store.hpp>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -180,6 +183,21 @@ int main(int argc, char** argv) {
         again.wait_for("you> ");
         again.type("\x04");  // Ctrl-D.
         check(again.wait_exit() == 0, "Ctrl-D quits with status 0");
+    }
+    {
+        // A snapshot no restore accepts, written behind ullm's back.
+        const std::string corrupt = R"({"format":"not-a-snapshot"})";
+        ullm::SqliteSessionStore::open(store)->put("", "broken", corrupt, 0);
+        Session broken(program, {"chat", "--offline", "--store", store, "--session", "broken"});
+        check(broken.wait_for("ullm chat: the stored session cannot be restored ("),
+              "a corrupt session is refused in one line");
+        check(broken.wait_exit() == 1, "with status 1");
+        Session show(program, {"show", "broken", "--store", store});
+        check(show.wait_for("ullm show: session \"broken\": at /") && show.wait_exit() == 1,
+              "show refuses it too, with status 1");
+        const auto kept = ullm::SqliteSessionStore::open(store)->get("", "broken");
+        check(kept && kept->snapshot == corrupt && kept->version == 1,
+              "and the stored session is left as it was");
     }
     std::printf("%s\n", failures == 0 ? "all pty checks passed" : "some pty checks FAILED");
     return failures == 0 ? 0 : 1;
