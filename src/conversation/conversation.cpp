@@ -87,6 +87,18 @@ struct Conversation::State {
         }
     }
 
+    // Persists `messages` and `sums` as the next version and makes them the conversation's
+    // state. The caller holds the turn slot or runs exclusively.
+    void commit(std::vector<Message> messages, const ConversationTotals& sums) {
+        const auto now = write_time();
+        const std::uint64_t stored = persist(messages, sums, now);
+        std::lock_guard lock(mutex);
+        history = std::move(messages);
+        totals = sums;
+        version = stored;
+        updated_at = now;
+    }
+
     // Replaces history, totals and version with what the store holds. Fails closed. A session
     // that was removed from the store is gone: the conversation starts afresh, so that the
     // next turn creates it again instead of failing on a version that no longer exists.
@@ -695,13 +707,7 @@ private:
             totals = state_->totals;
         }
         totals += turn_totals_;
-        const auto now = state_->write_time();
-        const std::uint64_t version = state_->persist(history, totals, now);
-        std::lock_guard lock(state_->mutex);
-        state_->history = std::move(history);
-        state_->totals = totals;
-        state_->version = version;
-        state_->updated_at = now;
+        state_->commit(std::move(history), totals);
         totals_committed_ = true;
     }
 
@@ -869,12 +875,7 @@ void Conversation::append(std::vector<Message> messages) {
                                       "leaves its tool calls unanswered; append their results "
                                       "too");
         }
-        const auto now = state_->write_time();
-        const std::uint64_t version = state_->persist(history, totals, now);
-        std::lock_guard lock(state_->mutex);
-        state_->history = std::move(history);
-        state_->version = version;
-        state_->updated_at = now;
+        state_->commit(std::move(history), totals);
     });
 }
 
@@ -885,12 +886,7 @@ void Conversation::clear() {
             std::lock_guard lock(state_->mutex);
             totals = state_->totals;
         }
-        const auto now = state_->write_time();
-        const std::uint64_t version = state_->persist({}, totals, now);
-        std::lock_guard lock(state_->mutex);
-        state_->history.clear();
-        state_->version = version;
-        state_->updated_at = now;
+        state_->commit({}, totals);
     });
 }
 
