@@ -20,6 +20,7 @@ struct CallState {
     std::condition_variable_any finished;
     bool done = false;
     bool end_turn = false;
+    SteadyClock::time_point finished_at;
     ToolOutcome outcome;
     std::stop_source stop;
 };
@@ -96,6 +97,7 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
             std::lock_guard lock(state->mutex);
             state->outcome = std::move(outcome);
             state->end_turn = context.end_turn;
+            state->finished_at = SteadyClock::now();
             state->done = true;
         }
         state->finished.notify_all();
@@ -144,6 +146,9 @@ ToolRound run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
                                    : state->finished.wait_until(lock, turn_stop, deadlines[i],
                                                                 [&] { return state->done; });
         }
+        // A result that came after the call's deadline is a timeout, however soon the wait
+        // noticed: a tool that stops when it sees its deadline has not finished within it.
+        if (done && !round.cancelled && state->finished_at >= deadlines[i]) done = false;
         if (done) {
             round.end_turn = round.end_turn || state->end_turn;
             round.results.push_back(

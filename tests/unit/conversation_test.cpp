@@ -356,6 +356,29 @@ TEST_CASE("a timed-out tool gets an error result and its stop token is signalled
     wait_until([&] { return stopped.load(); });
 }
 
+TEST_CASE("a tool that returns once it sees its own deadline has still timed out",
+          "[conversation]") {
+    // The tool sees the deadline pass (ToolContext::stop_requested) and returns at once, often
+    // before the turn's wait notices the deadline: the call took too long all the same.
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        Scripted s;
+        auto watcher = tool_running("watcher", [](const json&, ullm::ToolContext& context) -> json {
+            while (!context.stop_requested()) std::this_thread::yield();
+            return "saw my deadline";
+        });
+        s.provider->push_tool_call("watcher", json::object());
+        s.provider->push_text("moving on");
+        auto conversation =
+            s.client.conversation({.tools = {watcher}, .tool_execution_timeout = 2ms});
+        (void)conversation.send("go");
+        const auto result = conversation.history()[2].tool_results()[0];
+        INFO("attempt " << attempt);
+        CHECK(result.is_error);
+        CHECK(result.result.get<std::string>().find("did not finish within 2 ms") !=
+              std::string::npos);
+    }
+}
+
 TEST_CASE("a timed-out tool that ignores its stop token keeps the busy guard", "[conversation]") {
     Scripted s;
     std::atomic<bool> release{false};
