@@ -124,9 +124,9 @@ TEST_CASE("a large request body is sent whole without waiting for 100-continue",
     server.enqueue(ScriptedResponse::json(200, "{}"));
     ullm::CurlTransport transport;
     const std::string body(3 << 20, 'x');
-    const auto started = std::chrono::steady_clock::now();
     CHECK(transport.send(post(server, "/v1/x", body)).status == 200);
-    CHECK(std::chrono::steady_clock::now() - started < 900ms);  // curl's 100-continue wait is 1 s
+    // Without the header curl would wait up to 1 s for a 100 Continue before sending the body.
+    CHECK_FALSE(server.requests().front().has_header("expect"));
     CHECK(server.requests().front().body == body);
 }
 
@@ -175,7 +175,9 @@ TEST_CASE("cancelling a silent stream aborts it promptly", "[transport]") {
     canceller.join();
 
     CHECK(error.code() == "cancelled");
-    CHECK(latency < 100ms);
+    // The server stays silent, so only the stop token ends this read; the bound is loose
+    // enough for a loaded CI machine.
+    CHECK(latency < 2s);
     CHECK(server.wait_for_client_aborts(1, 2s));
     CHECK(transport.active_transfers() == 0);
 }
@@ -229,11 +231,11 @@ TEST_CASE("a stream that goes silent fails with an idle timeout", "[transport]")
 
 TEST_CASE("slow but steady streams are not idle", "[transport]") {
     TestServer server;
-    const std::string wire = numbered_events(8);
-    server.enqueue(ScriptedResponse::sse(wire, 10, 40ms));
+    const std::string wire = numbered_events(40);  // 28 pieces 30 ms apart: about 840 ms
+    server.enqueue(ScriptedResponse::sse(wire, 25, 30ms));
     ullm::CurlTransport transport;
     auto request = post(server, "/v1/stream");
-    request.idle_timeout = 300ms;  // far below the whole stream's duration, above each gap
+    request.idle_timeout = 600ms;  // below the whole stream's duration, far above each gap
     auto stream = transport.open_stream(request);
     CHECK(read_all(*stream) == wire);
 }
