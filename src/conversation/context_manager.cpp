@@ -39,7 +39,7 @@ bool has_tool_calls(const Message& message) {
 }
 
 // Messages that are kept or dropped together: one message, or an assistant message with tool
-// calls and the tool message that answers it. [begin, end) indexes the message list.
+// calls and the tool messages that answer it. [begin, end) indexes the message list.
 struct Unit {
     std::size_t begin;
     std::size_t end;
@@ -48,11 +48,12 @@ struct Unit {
 std::vector<Unit> group_units(const std::vector<Message>& messages) {
     std::vector<Unit> units;
     for (std::size_t i = 0; i < messages.size();) {
-        const bool paired = messages[i].role == Role::assistant && has_tool_calls(messages[i]) &&
-                            i + 1 < messages.size() && messages[i + 1].role == Role::tool;
-        const std::size_t size = paired ? 2 : 1;
-        units.push_back({i, i + size});
-        i += size;
+        std::size_t end = i + 1;
+        if (messages[i].role == Role::assistant && has_tool_calls(messages[i])) {
+            while (end < messages.size() && messages[end].role == Role::tool) ++end;
+        }
+        units.push_back({i, end});
+        i = end;
     }
     return units;
 }

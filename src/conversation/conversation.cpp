@@ -556,7 +556,7 @@ private:
         if (round.cancelled) {
             // Every call is answered, so a kept interrupted turn leaves none dangling.
             unrun_calls_ += round.cancelled_calls;
-            turn_messages_.push_back(Message::tool_results(std::move(round.results)));
+            push_results(turn_messages_, std::move(round.results));
             throw CancelledError("the turn was cancelled while its tools ran");
         }
         for (const auto& result : round.results) {
@@ -567,12 +567,21 @@ private:
             event.tool_result = result;
             pending_.push_back(std::move(event));
         }
-        turn_messages_.push_back(Message::tool_results(std::move(round.results)));
+        push_results(turn_messages_, std::move(round.results));
         if (round.end_turn) {
             commit(std::move(response), false);
             return;
         }
         phase_ = Phase::round_start;
+    }
+
+    // Appends a round's results to `messages`: one tool message, or one per call.
+    void push_results(std::vector<Message>& messages, std::vector<ToolResultPart> results) const {
+        if (!conversation().tool_message_per_call) {
+            messages.push_back(Message::tool_results(std::move(results)));
+            return;
+        }
+        for (auto& result : results) messages.push_back(Message::tool_results({std::move(result)}));
     }
 
     void commit(ChatResponse final_response, bool skipped) {
@@ -672,7 +681,7 @@ private:
                                    true});
             }
             interrupted.unrun_calls += calls.size();
-            kept.push_back(Message::tool_results(std::move(results)));
+            push_results(kept, std::move(results));
         }
         // The callback runs under the busy guard, as a tool does: a turn it starts on this
         // conversation (from whatever thread called cancel) is refused, not deadlocked.

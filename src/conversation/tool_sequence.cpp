@@ -28,8 +28,8 @@ std::optional<ToolSequenceViolation> first_unanswered(const Message& message, st
             return ToolSequenceViolation{
                 index, part_pointer(part),
                 "tool call " + quoted(call->id) +
-                    " is not answered by the next message (only the last message may hold "
-                    "unanswered tool calls)"};
+                    " is not answered by the tool messages that follow it (only the last "
+                    "message may hold unanswered tool calls)"};
         }
     }
     return std::nullopt;
@@ -38,8 +38,22 @@ std::optional<ToolSequenceViolation> first_unanswered(const Message& message, st
 }  // namespace
 
 std::optional<ToolSequenceViolation> check_tool_sequence(const std::vector<Message>& messages) {
+    // The calls of the assistant message that the current run of tool messages answers.
+    std::set<std::string> calls;
+    std::set<std::string> answered;
+    std::size_t caller = 0;  // Index of that assistant message.
+    const auto end_of_run = [&]() -> std::optional<ToolSequenceViolation> {
+        if (calls.empty()) return std::nullopt;
+        const auto unanswered = first_unanswered(messages[caller], caller, answered);
+        calls.clear();
+        return unanswered;
+    };
     for (std::size_t index = 0; index < messages.size(); ++index) {
         const Message& message = messages[index];
+        if (message.role != Role::tool) {
+            // A run of tool messages ends here; so does an assistant's chance to be answered.
+            if (auto unanswered = end_of_run()) return unanswered;
+        }
         if (message.role == Role::assistant) {
             std::set<std::string> ids;
             for (std::size_t part = 0; part < message.parts.size(); ++part) {
@@ -50,28 +64,22 @@ std::optional<ToolSequenceViolation> check_tool_sequence(const std::vector<Messa
                         "repeats the tool call id " + quoted(call->id) + " of the same message"};
                 }
             }
-            // Answered calls are checked with the tool message that follows, after its own
-            // results; here only a call followed by something else.
-            if (!ids.empty() && index + 1 < messages.size() &&
-                messages[index + 1].role != Role::tool) {
-                if (auto unanswered = first_unanswered(message, index, {})) return unanswered;
+            // The calls of the last message may still await their results.
+            if (index + 1 < messages.size()) {
+                calls = std::move(ids);
+                answered.clear();
+                caller = index;
             }
             continue;
         }
         if (message.role != Role::tool) continue;
 
-        const Message* previous = index > 0 ? &messages[index - 1] : nullptr;
-        std::set<std::string> calls;
-        if (previous != nullptr && previous->role == Role::assistant) {
-            for (const auto& call : previous->tool_calls()) calls.insert(call.id);
-        }
         if (calls.empty()) {
             return ToolSequenceViolation{
                 index, "",
                 "a tool message must directly follow the assistant message whose tool calls it "
-                "answers"};
+                "answers (or another tool message answering it)"};
         }
-        std::set<std::string> answered;
         for (std::size_t part = 0; part < message.parts.size(); ++part) {
             const auto* result = std::get_if<ToolResultPart>(&message.parts[part]);
             if (result == nullptr) continue;
@@ -87,9 +95,8 @@ std::optional<ToolSequenceViolation> check_tool_sequence(const std::vector<Messa
                     "answers tool call " + quoted(result->tool_call_id) + " a second time"};
             }
         }
-        if (auto unanswered = first_unanswered(*previous, index - 1, answered)) return unanswered;
     }
-    return std::nullopt;
+    return end_of_run();
 }
 
 }  // namespace ullm::detail

@@ -19,10 +19,11 @@ struct ToolSequenceViolation {
     std::string rule;         ///< The rule it broke, as a sentence fragment.
 };
 
-/// Checks that every tool message directly follows an assistant message with tool calls and
-/// answers only those calls, each at most once; that the tool call ids of one assistant message
-/// are distinct; and that every tool call is answered by the next message, unless its assistant
-/// message is the last one (its results are still to come). Returns the first violation.
+/// Checks that every run of tool messages (one per round, or one per call) directly follows an
+/// assistant message with tool calls and answers only those calls, each at most once; that the
+/// tool call ids of one assistant message are distinct; and that every tool call is answered by
+/// the run that follows, unless its assistant message is the last one (its results are still to
+/// come). Returns the first violation.
 [[nodiscard]] std::optional<ToolSequenceViolation> check_tool_sequence(
     const std::vector<Message>& messages);
 

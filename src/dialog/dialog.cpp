@@ -159,6 +159,7 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
              .max_tool_rounds = options.max_tool_rounds,
              .tool_execution_timeout = options.tool_execution_timeout,
              .sequential_tool_calls = true,
+             .tool_message_per_call = true,
              .unknown_tool_text = "Tool has neither pattern nor handler",
              .empty_reply_text = empty_reply_text,
              .on_interrupted_turn = [weak](const InterruptedTurn& turn) -> std::optional<Message> {

@@ -419,7 +419,14 @@ TEST_CASE("context manager output of the wrong shape is refused with its index a
     CHECK(contains(invalid_output({calls({"call_1", "call_1"}), results({"call_1"})}),
                    "repeats the tool call id"));
     CHECK(contains(invalid_output({calls({"call_1"}), results({"call_1"}), results({"call_1"})}),
-                   "message 2: a tool message must directly follow"));
+                   "message 2: at /parts/0/tool_call_id: answers tool call \"call_1\" a second "
+                   "time"));
+    CHECK(contains(
+        invalid_output({calls({"call_1", "call_2"}), results({"call_1"}), Message::user("next")}),
+        "message 0: at /parts/1: tool call \"call_2\" is not answered"));
+    CHECK(contains(invalid_output({calls({"call_1"}), results({"call_1"}), Message::user("next"),
+                                   results({"call_1"})}),
+                   "message 3: a tool message must directly follow"));
 }
 
 TEST_CASE("context manager output must hold valid canonical messages", "[context_manager]") {

@@ -96,23 +96,26 @@ TEST_CASE("cancel during a slow tool: later tools never start, every call is ans
     wait_until([&] { return n.stopped.load(); });
     CHECK(recorded == 0);  // The call after the cancelled one never started.
     const auto transcript = dialog.transcript("alice");
-    REQUIRE(transcript.size() == 3);
+    // The user message, the calls, and one tool message per call, in call order.
+    REQUIRE(transcript.size() == 4);
     CHECK(transcript[0].text() == "start");
-    const auto results = transcript[2].tool_results();
-    REQUIRE(results.size() == 2);
-    for (const auto& result : results) {
-        CHECK(result.is_error);
-        CHECK(result.result == "Tool call cancelled");
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto results = transcript[2 + i].tool_results();
+        REQUIRE(results.size() == 1);
+        CHECK(results[0].tool_call_id == (i == 0 ? "c1" : "c2"));
+        CHECK(results[0].is_error);
+        CHECK(results[0].result == "Tool call cancelled");
     }
     CHECK_FALSE(dialog.cancel("alice"));  // Nothing runs any more.
     const auto next = dialog.send("alice", "again");
     CHECK(next.status == ullm::DialogTurnStatus::completed);
     CHECK(next.turn_id == 2);
-    CHECK(dialog.transcript("alice").size() == 5);
+    CHECK(dialog.transcript("alice").size() == 6);
     // The next request carries the cancelled round with both calls answered.
     const auto sent = n.provider->requests().back().messages;
-    REQUIRE(sent.size() == 4);
-    CHECK(sent[2].tool_results().size() == 2);
+    REQUIRE(sent.size() == 5);
+    CHECK(sent[2].tool_results().at(0).tool_call_id == "c1");
+    CHECK(sent[3].tool_results().at(0).tool_call_id == "c2");
 }
 
 TEST_CASE("a handler's write after its turn was cancelled changes nothing", "[dialog]") {
@@ -279,4 +282,50 @@ TEST_CASE("a dialog answers a call outside its catalog with its own text", "[dia
     const auto result = transcript[2].tool_results().at(0);
     CHECK(result.is_error);
     CHECK(result.result == "Tool has neither pattern nor handler");
+}
+
+TEST_CASE("a dialog transcript has one tool message per call, in call order", "[dialog]") {
+    Notes n;
+    n.release = true;
+    const auto save =
+        n.space->add_handler({.description = "Saves a note",
+                              .input_schema = ullm::schema::object(),
+                              .run = [](const json& input, ullm::CellWriter& cells) {
+                                  cells.set(ullm::parse_link(input["result"]), {{"saved", true}});
+                              }});
+    const auto silent = n.space->add_handler({.description = "Writes no result",
+                                              .input_schema = ullm::schema::object(),
+                                              .run = [](const json&, ullm::CellWriter&) {}});
+    n.provider->push(ullm::test::parallel_calls({{"c1", "save", json::object()},
+                                                 {"c2", "silent", json::object()},
+                                                 {"c3", "ghost", json::object()},
+                                                 {"c4", "wait", json::object()}}));
+    n.provider->push_text("done");
+    auto dialog = n.dialog({.tools = {ullm::DialogTool::handler("save", save),
+                                      ullm::DialogTool::handler("silent", silent),
+                                      ullm::DialogTool::pattern("wait", n.wait)},
+                            .builtin_tools = false});
+    CHECK(dialog.send("alice", "go").status == ullm::DialogTurnStatus::completed);
+    const auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 7);  // user, calls, four results, answer
+    std::vector<ullm::ToolResultPart> results;
+    for (std::size_t i = 2; i < 6; ++i) {
+        CHECK(transcript[i].role == ullm::Role::tool);
+        REQUIRE(transcript[i].tool_results().size() == 1);
+        results.push_back(transcript[i].tool_results()[0]);
+    }
+    CHECK(results[0].tool_call_id == "c1");
+    CHECK(results[0].result == json{{"saved", true}});  // json
+    CHECK_FALSE(results[0].is_error);
+    CHECK(results[1].tool_call_id == "c2");
+    CHECK(results[1].result.is_null());  // a handler that wrote nothing
+    CHECK(results[2].tool_call_id == "c3");
+    CHECK(results[2].is_error);  // error text
+    CHECK(results[2].result == "Tool has neither pattern nor handler");
+    CHECK(results[3].tool_call_id == "c4");
+    CHECK(results[3].result == "released");  // text
+    // The provider gets every result of the round after the calls.
+    const auto sent = n.provider->requests().back().messages;
+    REQUIRE(sent.size() == 6);
+    for (std::size_t i = 2; i < 6; ++i) CHECK(sent[i] == transcript[i]);
 }

@@ -60,7 +60,7 @@ struct SlidingWindowOptions {
 };
 
 /// Keeps the most recent messages inside a window of messages and/or tokens (by
-/// `estimate_tokens`). An assistant message with tool calls and the tool message after it are
+/// `estimate_tokens`). An assistant message with tool calls and the tool messages after it are
 /// kept or dropped together. Always kept, even when they alone exceed the limits: pinned
 /// messages (in their original order) and the turn being answered (the latest user message and
 /// every message after it, such as the tool rounds of that turn). The remaining room is filled

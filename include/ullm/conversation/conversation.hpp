@@ -105,6 +105,9 @@ struct ConversationOptions {
     /// At most this many calls of a round run at once (1..256); the others start in call
     /// order as earlier ones finish. Each call's deadline counts from its own start.
     std::size_t max_parallel_tool_calls = 16;
+    /// Stores each tool result as a tool message of its own, in call order, instead of one tool
+    /// message per round with a part per call. Providers receive the same request either way.
+    bool tool_message_per_call = false;
     /// What the model is told when it calls a tool the conversation does not have; empty for
     /// the default, which names the tools that exist.
     std::string unknown_tool_text;
