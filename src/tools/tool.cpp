@@ -1,5 +1,6 @@
 #include <ullm/tools/tool.hpp>
 
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/tools/validator.hpp>
 
 #include <algorithm>
@@ -29,16 +30,6 @@ bool blank(std::string_view text) {
     return std::all_of(text.begin(), text.end(), [](char c) {
         return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
     });
-}
-
-// Whether `text` is well-formed UTF-8; the description ends up in provider JSON requests.
-bool valid_utf8(std::string_view text) {
-    try {
-        (void)json(std::string(text)).dump();
-        return true;
-    } catch (const json::exception&) {
-        return false;
-    }
 }
 
 // The text of an exception thrown while decoding, without nlohmann's "[json.exception...] ".
@@ -93,7 +84,7 @@ void check_declaration(const std::string& name, const std::string& description,
         throw ToolDefinitionError("invalid_tool_description",
                                   "tool " + quote_name(name) + " needs a non-empty description");
     }
-    if (!valid_utf8(description)) {
+    if (!detail::is_valid_utf8(description)) {
         throw ToolDefinitionError(
             "invalid_tool_description",
             "the description of tool " + quote_name(name) + " is not valid UTF-8");

@@ -1,6 +1,7 @@
 #include <ullm/tools/validator.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -38,44 +39,6 @@ std::string pointer_append(const std::string& path, std::string_view token) {
 
 std::string pointer_append(const std::string& path, std::size_t index) {
     return path + "/" + std::to_string(index);
-}
-
-// Whether `text` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
-bool valid_utf8(std::string_view text) {
-    std::size_t i = 0;
-    const std::size_t n = text.size();
-    while (i < n) {
-        const auto lead = static_cast<unsigned char>(text[i]);
-        if (lead < 0x80) {
-            ++i;
-            continue;
-        }
-        std::size_t length = 0;
-        unsigned char low = 0x80;
-        unsigned char high = 0xBF;
-        if (lead >= 0xC2 && lead <= 0xDF) {
-            length = 2;
-        } else if (lead >= 0xE0 && lead <= 0xEF) {
-            length = 3;
-            if (lead == 0xE0) low = 0xA0;
-            if (lead == 0xED) high = 0x9F;
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-            length = 4;
-            if (lead == 0xF0) low = 0x90;
-            if (lead == 0xF4) high = 0x8F;
-        } else {
-            return false;
-        }
-        if (i + length > n) return false;
-        const auto second = static_cast<unsigned char>(text[i + 1]);
-        if (second < low || second > high) return false;
-        for (std::size_t k = 2; k < length; ++k) {
-            const auto next = static_cast<unsigned char>(text[i + k]);
-            if (next < 0x80 || next > 0xBF) return false;
-        }
-        i += length;
-    }
-    return true;
 }
 
 std::size_t code_points(std::string_view text) {
@@ -330,7 +293,7 @@ void check_schema_json_safe(const json& schema) {
         if (value.is_number_float() && !std::isfinite(value.get<double>())) {
             schema_error(item.pointer, "numbers must be finite");
         }
-        if (value.is_string() && !valid_utf8(value.get_ref<const std::string&>())) {
+        if (value.is_string() && !detail::is_valid_utf8(value.get_ref<const std::string&>())) {
             schema_error(item.pointer, "strings must be valid UTF-8");
         }
         if (!value.is_structured()) continue;
@@ -340,7 +303,8 @@ void check_schema_json_safe(const json& schema) {
         }
         if (value.is_object()) {
             for (auto it = value.begin(); it != value.end(); ++it) {
-                if (!valid_utf8(it.key())) schema_error(item.pointer, "keys must be valid UTF-8");
+                if (!detail::is_valid_utf8(it.key()))
+                    schema_error(item.pointer, "keys must be valid UTF-8");
                 pending.push_back(
                     {&it.value(), pointer_append(item.pointer, it.key()), item.depth + 1});
             }
@@ -1092,7 +1056,7 @@ Result check_arguments_safe(const json& arguments) {
         if (value.is_number_float() && !std::isfinite(value.get<double>())) {
             return Failure{item.path, "must be a finite number", {}};
         }
-        if (value.is_string() && !valid_utf8(value.get_ref<const std::string&>())) {
+        if (value.is_string() && !detail::is_valid_utf8(value.get_ref<const std::string&>())) {
             return Failure{item.path, "must be valid UTF-8 text", {}};
         }
         if (!value.is_structured()) continue;
@@ -1105,7 +1069,7 @@ Result check_arguments_safe(const json& arguments) {
         const std::size_t first_child = pending.size();
         if (value.is_object()) {
             for (auto it = value.begin(); it != value.end(); ++it) {
-                if (!valid_utf8(it.key())) {
+                if (!detail::is_valid_utf8(it.key())) {
                     return Failure{item.path, "has a property name that is not valid UTF-8", {}};
                 }
                 if (prototype_sensitive(it.key())) {
