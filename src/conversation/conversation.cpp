@@ -365,7 +365,7 @@ private:
     }
 
     void begin() {
-        state_->queue->acquire(stop_.get_token());
+        state_->queue->acquire(stop_.get_token(), options_.wait_for_tools);
         holds_slot_ = true;
         {
             std::lock_guard lock(state_->mutex);

@@ -80,6 +80,8 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
                 unknown = settings.unknown_tool_text]() mutable {
         ToolOutcome outcome;
         try {
+            // A turn this callback starts on its own conversation is refused, never waited for.
+            queue->enter_tool_thread();
             if (!unknown.empty() && registry->find(call.name) == nullptr) {
                 outcome = {unknown, true, "unknown_tool"};
             } else {

@@ -17,9 +17,11 @@ namespace {
 
 }  // namespace
 
-void TurnQueue::acquire(std::stop_token stop) {
+void TurnQueue::acquire(std::stop_token stop, bool wait_for_tools) {
     std::unique_lock lock(mutex_);
-    if (tools_running_ > 0) throw_busy();
+    const bool tool_thread = std::find(tool_threads_.begin(), tool_threads_.end(),
+                                       std::this_thread::get_id()) != tool_threads_.end();
+    if (tools_running_ > 0 && (!wait_for_tools || tool_thread)) throw_busy();
     if (active_ && owner_ == std::this_thread::get_id()) {
         // A callback of the running turn (a context manager, a budget warning) or a consumer
         // holding an unfinished stream would wait for itself forever.
@@ -28,8 +30,10 @@ void TurnQueue::acquire(std::stop_token stop) {
     }
     const std::uint64_t ticket = next_ticket_++;
     waiting_.push_back(ticket);
-    const bool served = changed_.wait(
-        lock, stop, [&] { return !active_ && !exclusive_ && waiting_.front() == ticket; });
+    const bool served = changed_.wait(lock, stop, [&] {
+        return !active_ && !exclusive_ && waiting_.front() == ticket &&
+               (!wait_for_tools || tools_running_ == 0);
+    });
     if (!served) {
         waiting_.erase(std::find(waiting_.begin(), waiting_.end(), ticket));
         changed_.notify_all();
@@ -62,8 +66,16 @@ void TurnQueue::tool_finished() noexcept {
     {
         std::lock_guard lock(mutex_);
         --tools_running_;
+        const auto mark =
+            std::find(tool_threads_.begin(), tool_threads_.end(), std::this_thread::get_id());
+        if (mark != tool_threads_.end()) tool_threads_.erase(mark);
     }
     changed_.notify_all();
+}
+
+void TurnQueue::enter_tool_thread() {
+    std::lock_guard lock(mutex_);
+    tool_threads_.push_back(std::this_thread::get_id());
 }
 
 void TurnQueue::run_exclusive(const std::function<void()>& action) {

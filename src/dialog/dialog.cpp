@@ -251,8 +251,9 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
     };
     try {
         auto& conversation = state_->conversation_of(instance);
-        const auto reply = conversation.send(std::move(user_message),
-                                             {.stop = stop, .turn_tag = std::to_string(id)});
+        const auto reply = conversation.send(
+            std::move(user_message),
+            {.stop = stop, .turn_tag = std::to_string(id), .wait_for_tools = true});
         DialogTurn turn;
         turn.text = reply.text;
         turn.usage = reply.turn_usage;
@@ -321,7 +322,6 @@ std::vector<Message> Dialog::transcript(const std::string& instance_name,
     const auto instance = state_->find(instance_name);
     if (!instance) return {};
     std::optional<Conversation> conversation;
-    std::optional<InterruptedTurn> interrupted;  ///< How the latest interrupted turn ended.
     {
         std::lock_guard lock(instance->mutex);
         conversation = instance->conversation;

@@ -329,3 +329,84 @@ TEST_CASE("a dialog transcript has one tool message per call, in call order", "[
     REQUIRE(sent.size() == 6);
     for (std::size_t i = 2; i < 6; ++i) CHECK(sent[i] == transcript[i]);
 }
+
+TEST_CASE("a replacement sent right after a cancel runs once the cancelled handler returns",
+          "[dialog]") {
+    Notes n;
+    // Shared with the handler's thread, which outlives the turn: a handler has no stop token.
+    auto release = std::make_shared<std::atomic<bool>>(false);
+    auto entered = std::make_shared<std::atomic<bool>>(false);
+    const auto slow =
+        n.space->add_handler({.description = "Takes its time",
+                              .input_schema = ullm::schema::object(),
+                              .run = [release, entered](const json&, ullm::CellWriter&) {
+                                  *entered = true;
+                                  while (!*release) std::this_thread::sleep_for(1ms);
+                              }});
+    n.provider->push_tool_call("slow", json::object());
+    n.provider->push_text("the replacement's answer");
+    auto dialog = n.dialog({.tools = {ullm::DialogTool::handler("slow", slow)}});
+    ullm::DialogTurn cancelled;
+    std::thread first([&] { cancelled = dialog.send("alice", "first"); });
+    wait_until([&] { return entered->load(); });
+    REQUIRE(dialog.cancel("alice"));
+    ullm::DialogTurn replacement;
+    std::atomic<bool> replaced{false};
+    std::thread second([&] {
+        replacement = dialog.send("alice", "second");
+        replaced = true;
+    });
+    first.join();
+    CHECK(cancelled.status == ullm::DialogTurnStatus::cancelled);
+    // The replacement waits for the cancelled handler instead of failing as busy.
+    std::this_thread::sleep_for(50ms);
+    CHECK_FALSE(replaced.load());
+    *release = true;
+    second.join();
+    CHECK(replacement.status == ullm::DialogTurnStatus::completed);
+    CHECK(replacement.error_code.empty());
+    CHECK(replacement.text == "the replacement's answer");
+    CHECK(replacement.turn_id == 2);
+    const auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 5);  // first, its call, cancelled result, second, answer
+    CHECK(transcript[2].tool_results().at(0).result == "Tool call cancelled");
+    CHECK(transcript[3].text() == "second");
+}
+
+TEST_CASE("cancelling one instance leaves another's running turn alone", "[dialog]") {
+    Notes n;
+    n.provider->push_tool_call("wait", json::object());
+    n.provider->push_text("bob's answer");
+    auto dialog = n.dialog();
+    ullm::DialogTurn bob;
+    std::thread running([&] { bob = dialog.send("bob", "wait for me"); });
+    wait_until([&] { return n.started.load() == 1; });
+    CHECK_FALSE(dialog.cancel("alice"));  // alice has no running turn
+    CHECK(dialog.info("bob").pending);
+    n.release = true;
+    running.join();
+    CHECK(bob.status == ullm::DialogTurnStatus::completed);
+    CHECK(bob.text == "bob's answer");
+    CHECK_FALSE(n.stopped.load());
+}
+
+TEST_CASE("a presentResult call cut off by a cancel stores nothing", "[dialog]") {
+    Notes n;
+    const json schema = ullm::schema::object({{"summary", ullm::schema::string()}}, {"summary"});
+    n.provider->push(ullm::test::parallel_calls(
+        {{"c1", "wait", json::object()}, {"c2", "presentResult", {{"summary", "late"}}}}));
+    n.provider->push(ullm::test::parallel_calls({{"c3", "presentResult", {{"summary", "kept"}}}}));
+    n.provider->push_text("done");
+    auto dialog = n.dialog({.result_schema = schema});
+    std::thread first([&] { (void)dialog.send("alice", "go"); });
+    wait_until([&] { return n.started.load() == 1; });
+    REQUIRE(dialog.cancel("alice"));
+    first.join();
+    CHECK_FALSE(dialog.info("alice").result.has_value());
+    const auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 4);
+    CHECK(transcript[3].tool_results().at(0).result == "Tool call cancelled");
+    const auto next = dialog.send("alice", "again");
+    REQUIRE(next.result);
+    CHECK(*next.result == json{{"summary", "kept"}});
+}

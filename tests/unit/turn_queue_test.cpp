@@ -63,6 +63,51 @@ TEST_CASE("turn queue refuses a turn while a tool callback runs", "[turn_queue]"
     queue.release();
 }
 
+TEST_CASE("turn queue waits for running tools when asked, except on a tool's own thread",
+          "[turn_queue]") {
+    ullm::TurnQueue queue;
+    std::atomic<bool> tool_may_finish{false};
+    std::string own_thread_code;
+    queue.tool_started();  // As the tool runner does before the callback's thread starts.
+    std::thread tool([&] {
+        queue.enter_tool_thread();
+        // The callback starting a turn on its own conversation is refused, even when waiting.
+        own_thread_code = error_code_of([&] { queue.acquire({}, true); });
+        while (!tool_may_finish) std::this_thread::sleep_for(1ms);
+        queue.tool_finished();
+    });
+    ullm::test::wait_until([&] { return !own_thread_code.empty(); });
+    CHECK(own_thread_code == "conversation_busy");
+    CHECK(error_code_of([&] { queue.acquire(); }) == "conversation_busy");
+
+    std::atomic<bool> served{false};
+    std::thread waiter([&] {
+        queue.acquire({}, true);
+        served = true;
+        queue.release();
+    });
+    wait_for_waiting(queue, 1);
+    CHECK_FALSE(served.load());  // Still waiting: the tool runs.
+    tool_may_finish = true;
+    tool.join();
+    waiter.join();
+    CHECK(served.load());
+
+    // A stop ends the wait.
+    queue.tool_started();
+    std::stop_source stop;
+    std::string stopped_code;
+    std::thread stopped(
+        [&] { stopped_code = error_code_of([&] { queue.acquire(stop.get_token(), true); }); });
+    wait_for_waiting(queue, 1);
+    stop.request_stop();
+    stopped.join();
+    CHECK(stopped_code == "cancelled");
+    queue.tool_finished();
+    queue.acquire();
+    queue.release();
+}
+
 TEST_CASE("turn queue rechecks the busy guard when a queued turn reaches the front",
           "[turn_queue]") {
     ullm::TurnQueue queue;

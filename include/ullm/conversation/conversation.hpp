@@ -155,6 +155,10 @@ struct SendOptions {
     /// A label of the turn that its tools see as `ToolContext::turn_tag` (a dialog passes its
     /// turn id, so that a late tool of a replaced turn can tell).
     std::string turn_tag;
+    /// Waits while tool callbacks of an earlier turn (cancelled or timed out, still running)
+    /// finish, instead of failing with `conversation_busy`; `stop` ends the wait. A tool
+    /// callback's own thread is still refused: it would wait for itself.
+    bool wait_for_tools = false;
 };
 
 /// The reply of one turn: the final model response plus what the turn did.

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stop_token>
 #include <thread>
+#include <vector>
 
 namespace ullm {
 
@@ -17,15 +18,18 @@ namespace ullm {
 ///
 /// The busy guard: while any tool callback of the conversation runs (including one that timed
 /// out and ignored its stop token), `acquire` fails with `ConversationBusyError`, both on
-/// arrival and again when a turn that queued earlier reaches the front.
+/// arrival and again when a turn that queued earlier reaches the front. A caller that asks to
+/// wait for tools waits instead, unless it is a tool callback's own thread.
 class TurnQueue {
 public:
     /// Waits for the caller's turn. Throws `ConversationBusyError` (`conversation_busy`, 409)
     /// when a tool callback is running on arrival or when the turn reaches the front, or when
     /// the calling thread holds the active turn itself (it would wait for itself), and
     /// `CancelledError` when `stop` is requested while waiting; either way the caller holds no
-    /// turn and the next caller is served.
-    void acquire(std::stop_token stop = {});
+    /// turn and the next caller is served. With `wait_for_tools`, running tool callbacks are
+    /// waited for instead of refused, except on the thread of a tool callback itself (it would
+    /// wait for itself).
+    void acquire(std::stop_token stop = {}, bool wait_for_tools = false);
 
     /// Ends the current turn and serves the next caller. Does not throw.
     void release() noexcept;
@@ -33,8 +37,12 @@ public:
     /// Counts a tool callback as running until `tool_finished`. Does not throw.
     void tool_started() noexcept;
 
-    /// Counts a tool callback as finished. Does not throw.
+    /// Counts a tool callback as finished; on a thread that `enter_tool_thread` marked, removes
+    /// the mark. Does not throw.
     void tool_finished() noexcept;
+    /// Marks the calling thread as running a tool callback until it calls `tool_finished`.
+    /// Throws `bad_alloc` only, with no mark made.
+    void enter_tool_thread();
 
     /// Runs `action` while no turn is active or waiting and no tool runs, with new turns held
     /// back until it returns; throws `ConversationBusyError` otherwise. For `clear()`.
@@ -57,6 +65,7 @@ private:
     std::thread::id owner_;  ///< The thread that acquired the active turn.
     bool exclusive_ = false;
     int tools_running_ = 0;
+    std::vector<std::thread::id> tool_threads_;  ///< Threads running a tool callback now.
 };
 
 }  // namespace ullm
