@@ -223,6 +223,10 @@ TEST_CASE("invalid options fail before anything is sent", "[client]") {
     auto bad_tool = ask("scripted/m");
     bad_tool.tools = {{"bad name!", "d", {{"type", "object"}}}};
     CHECK(error_code_of([&] { (void)client.complete(bad_tool); }) == "invalid_tool_name");
+    auto twice = ask("scripted/m");
+    twice.tools = {{"lookup", "d", {{"type", "object"}}}, {"lookup", "e", {{"type", "object"}}}};
+    CHECK(error_code_of([&] { (void)client.complete(twice); }) == "duplicate_tool_name");
+    CHECK(error_code_of([&] { (void)client.stream(twice); }) == "duplicate_tool_name");
     CHECK(scripted->requests().empty());
 }
 

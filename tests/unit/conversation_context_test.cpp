@@ -78,11 +78,15 @@ TEST_CASE("invalid context manager output fails the turn with status 400",
         auto manager = std::make_shared<CustomManager>();
         manager->should = [](std::vector<ullm::Message>&) { return true; };
         manager->trimmer = std::move(trimmer);
-        auto conversation = s.client.conversation({.context_manager = manager});
+        int compactions = 0;
+        auto conversation = s.client.conversation(
+            {.context_manager = manager,
+             .on_compaction = [&](const ullm::CompactionEvent&) { ++compactions; }});
         try {
             (void)conversation.send("hello");
         } catch (const ullm::ProviderCapabilityError& error) {
             CHECK(conversation.history().empty());
+            CHECK(compactions == 0);  // Output is checked before anyone is told of it.
             return error.code() == "invalid_context_manager_output" && error.status() == 400;
         }
         return false;

@@ -468,3 +468,66 @@ TEST_CASE("max_parallel_tool_calls bounds how many calls of a round run at once"
     CHECK(error_code_of([&] { (void)s.client.conversation({.max_parallel_tool_calls = 257}); }) ==
           "invalid_max_parallel_tool_calls");
 }
+
+namespace {
+
+// An offline provider whose answer ignores the stop token: it returns only when released, as a
+// server may answer a request the client has already given up on.
+class DeafProvider final : public ullm::Provider {
+public:
+    std::shared_ptr<ullm::ScriptedProvider> inner =
+        std::make_shared<ullm::ScriptedProvider>("deaf");
+    std::atomic<bool> entered{false};
+    std::atomic<bool> release{false};
+
+    [[nodiscard]] std::string_view name() const noexcept override { return "deaf"; }
+    [[nodiscard]] ullm::ProviderCapabilities capabilities(std::string_view model) const override {
+        return inner->capabilities(model);
+    }
+    [[nodiscard]] ullm::HttpRequest encode(const ullm::ChatRequest& request,
+                                           bool stream) const override {
+        return inner->encode(request, stream);
+    }
+    [[nodiscard]] ullm::ChatResponse decode(const ullm::HttpResponse& response,
+                                            const ullm::ChatRequest& request) const override {
+        return inner->decode(response, request);
+    }
+    [[nodiscard]] std::unique_ptr<ullm::StreamDecoder> stream_decoder(
+        const ullm::ChatRequest& request) const override {
+        return inner->stream_decoder(request);
+    }
+    [[nodiscard]] bool offline() const noexcept override { return true; }
+    [[nodiscard]] ullm::ChatResponse respond(const ullm::ChatRequest& request,
+                                             std::stop_token) const override {
+        const_cast<std::atomic<bool>&>(entered) = true;
+        while (!release) std::this_thread::sleep_for(1ms);
+        return inner->respond(request, {});
+    }
+    [[nodiscard]] std::unique_ptr<ullm::EventSource> respond_stream(
+        const ullm::ChatRequest& request, std::stop_token stop) const override {
+        return inner->respond_stream(request, stop);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a reply that arrives after the turn was cancelled is counted, never stored",
+          "[conversation]") {
+    auto deaf = std::make_shared<DeafProvider>();
+    deaf->inner->push_text("too late", {12, 5, 0, 0, 0, std::nullopt});
+    const ullm::Client client({.default_model = "deaf/model", .providers = {deaf}});
+    auto conversation = client.conversation({});
+    std::stop_source stop;
+    std::string code;
+    std::thread turn([&] {
+        code = error_code_of([&] { (void)conversation.send("hello", {.stop = stop.get_token()}); });
+    });
+    wait_until([&] { return deaf->entered.load(); });
+    stop.request_stop();
+    deaf->release = true;
+    turn.join();
+    CHECK(code == "cancelled");
+    CHECK(conversation.history().empty());
+    CHECK(conversation.totals().input_tokens == 12);  // What it spent still counts.
+    CHECK(conversation.totals().output_tokens == 5);
+}

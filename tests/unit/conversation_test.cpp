@@ -114,6 +114,8 @@ TEST_CASE("conversation options are checked before the model is routed", "[conve
     CHECK(code({.tools = {weather_tool()}, .tool_choice = ullm::ToolChoice::tool("other")}) ==
           "unknown_tool_choice");
     CHECK(code({.tools = {weather_tool(), weather_tool()}}) == "duplicate_tool_name");
+    CHECK(code({.tool_validation = static_cast<ullm::ValidationMode>(9)}) ==
+          "invalid_tool_validation");
     // Valid edges pass the checks and then fail on routing.
     CHECK(code({.max_tool_rounds = 0}) == "unknown_model_route");
     CHECK(code({.max_tool_rounds = 100}) == "unknown_model_route");
@@ -138,6 +140,10 @@ TEST_CASE("per-send options are checked before the turn starts", "[conversation]
     CHECK(error_code_of([&] {
               (void)conversation.send_stream(
                   "hi", {.budget_usd = -std::numeric_limits<double>::infinity()});
+          }) == "invalid_budget");
+    CHECK(error_code_of([&] {
+              (void)conversation.send("hi",
+                                      {.budget_usd = std::numeric_limits<double>::quiet_NaN()});
           }) == "invalid_budget");
     CHECK(s.provider->requests().empty());
     CHECK(conversation.history().empty());
