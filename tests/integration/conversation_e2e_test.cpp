@@ -295,3 +295,71 @@ TEST_CASE("conversation end to end: Gemini replays the thought signature on its 
     CHECK(contents[1]["parts"][0]["functionCall"]["name"] == "lookup_weather");
     CHECK(contents[2]["parts"][0]["functionResponse"]["name"] == "lookup_weather");
 }
+
+TEST_CASE("conversation end to end: Gemini streamed replays the signature and never shows it",
+          "[conversation][integration]") {
+    const auto event = [](const json& value) { return "data: " + value.dump() + "\r\n\r\n"; };
+    TestServer server;
+    server.enqueue(ScriptedResponse::sse(
+        event(
+            {{"candidates",
+              {{{"content",
+                 {{"role", "model"},
+                  {"parts",
+                   {{{"functionCall", {{"name", "lookup_weather"}, {"args", {{"city", "Berlin"}}}}},
+                     {"thoughtSignature", "c2lnbmF0dXJl"}}}}}}}}},
+             {"modelVersion", "gemini-2.5-flash"}}) +
+            event({{"candidates",
+                    {{{"content", {{"role", "model"}, {"parts", json::array({{{"text", ""}}})}}},
+                      {"finishReason", "STOP"}}}},
+                   {"usageMetadata",
+                    {{"promptTokenCount", 50},
+                     {"candidatesTokenCount", 10},
+                     {"thoughtsTokenCount", 20}}},
+                   {"modelVersion", "gemini-2.5-flash"}}),
+        23));
+    server.enqueue(ScriptedResponse::sse(
+        event({{"candidates",
+                {{{"content", {{"role", "model"}, {"parts", {{{"text", "Sunny "}}}}}}}}},
+               {"modelVersion", "gemini-2.5-flash"}}) +
+            event({{"candidates",
+                    {{{"content", {{"role", "model"}, {"parts", {{{"text", "in Berlin."}}}}}},
+                      {"finishReason", "STOP"}}}},
+                   {"usageMetadata", {{"promptTokenCount", 90}, {"candidatesTokenCount", 5}}},
+                   {"modelVersion", "gemini-2.5-flash"}}),
+        17));
+    std::atomic<int> calls{0};
+    const ullm::Client client(
+        {.providers = {std::make_shared<ullm::GeminiProvider>(ullm::GeminiOptions{
+             .api_key = "AIza-test", .base_url = server.base_url() + "/v1beta"})}});
+    auto conversation =
+        client.conversation({.model = "gemini/gemini-2.5-flash", .tools = {weather_tool(calls)}});
+    std::string text;
+    std::string shown;  // everything the events show the caller
+    auto stream = conversation.send_stream("Weather in Berlin?");
+    for (const auto& streamed : stream) {
+        if (const auto* delta = streamed.text_delta()) text += *delta;
+        shown += streamed.delta;
+        if (streamed.tool_call)
+            shown +=
+                ullm::message_to_json(
+                    ullm::Message{
+                        ullm::Role::assistant, {*streamed.tool_call}, json::object(), std::nullopt})
+                    .dump();
+        if (streamed.response) shown += ullm::message_to_json(streamed.response->message).dump();
+    }
+    CHECK(text == "Sunny in Berlin.");
+    CHECK(calls == 1);
+    CHECK(shown.find("c2lnbmF0dXJl") == std::string::npos);
+    REQUIRE(server.requests().size() == 2);
+    CHECK(server.requests()[0].target.find(":streamGenerateContent?alt=sse") != std::string::npos);
+    const auto second = json::parse(server.requests()[1].body);
+    const auto& contents = second["contents"];
+    REQUIRE(contents.size() == 3);
+    CHECK(contents[1]["parts"][0]["thoughtSignature"] == "c2lnbmF0dXJl");
+    CHECK(contents[1]["parts"][0]["functionCall"]["name"] == "lookup_weather");
+    CHECK(contents[2]["parts"][0]["functionResponse"]["name"] == "lookup_weather");
+    // The history keeps the signature for the next request, and hides it unless asked.
+    CHECK(conversation.history(true)[1].replay.has_value());
+    CHECK_FALSE(conversation.history()[1].replay.has_value());
+}
