@@ -783,7 +783,9 @@ Conversation::Conversation(const Client& client, ConversationOptions options)
     state.route = client.route(options.model);
     state.model_spec = std::string(state.route.provider->name()) + "/" + state.route.model;
     state.registry = std::make_shared<const ToolRegistry>(options.tools);
-    if (options.use_session_store) state.store = client.session_store();
+    if (options.use_session_store) {
+        state.store = options.session_store ? options.session_store : client.session_store();
+    }
     state.options = std::move(options);
     state.created_at = state.updated_at = now_ms();
     if (state.store) state.reload();

@@ -3,7 +3,10 @@
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
 
+#include <algorithm>
 #include <atomic>
+
+#include "instance_store.hpp"
 
 namespace ullm {
 
@@ -40,6 +43,9 @@ std::string truncated(std::string text, std::size_t limit) {
 }  // namespace
 
 struct Dialog::Instance {
+    explicit Instance(std::string instance_name) : name(std::move(instance_name)) {}
+
+    const std::string name;
     std::mutex mutex;
     std::atomic<bool> pending{false};
     std::atomic<std::uint64_t> turn_id{0};
@@ -51,6 +57,7 @@ struct Dialog::Instance {
     std::uint64_t result_round = 0;  ///< The round whose first presentResult was kept.
     std::optional<Conversation> conversation;
     std::optional<InterruptedTurn> interrupted;  ///< How the latest interrupted turn ended.
+    std::uint64_t stored_turn_id = 0;            ///< The turn id of the stored record, once read.
 
     // Whether `tag` names the instance's running turn. Lock-free: called with `mutex` held.
     [[nodiscard]] bool current(const std::string& tag) const {
@@ -76,7 +83,7 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
     std::shared_ptr<Instance> instance(const std::string& name) {
         std::lock_guard lock(mutex);
         auto& slot = instances[name];
-        if (!slot) slot = std::make_shared<Instance>();
+        if (!slot) slot = std::make_shared<Instance>(name);
         return slot;
     }
 
@@ -84,6 +91,15 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
         std::lock_guard lock(mutex);
         const auto found = instances.find(name);
         return found == instances.end() ? nullptr : found->second;
+    }
+
+    // The instance as a reader sees it: with a session store, loaded from the store on first
+    // use (throws as loading does); without one, only an instance already in memory.
+    std::shared_ptr<Instance> loaded(const std::string& name) {
+        if (!options.session_store) return find(name);
+        auto found = instance(name);
+        (void)conversation_of(found);
+        return found;
     }
 
     // The cells section of the system prompt: the context cells, then the instance's pins.
@@ -117,10 +133,40 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
         return out;
     }
 
-    // The conversation of an instance, with the catalog as its tools.
+    // The conversation of an instance, with the catalog as its tools; with a session store,
+    // loaded from it on first use. Built outside the instance's lock, since loading applies
+    // the stored pins and result under it; a second thread that built one too drops its own.
     Conversation& conversation_of(const std::shared_ptr<Instance>& instance) {
+        {
+            std::lock_guard guard(instance->mutex);
+            if (instance->conversation) return *instance->conversation;
+        }
+        Conversation built = build_conversation(instance);
         std::lock_guard guard(instance->mutex);
-        if (instance->conversation) return *instance->conversation;
+        if (!instance->conversation) instance->conversation.emplace(std::move(built));
+        return *instance->conversation;
+    }
+
+    // What the instance's record holds beside the transcript, read at each write.
+    static detail::DialogInstanceRecord record_of(Instance& instance) {
+        std::lock_guard lock(instance.mutex);
+        return {instance.state, instance.result,
+                std::max(instance.turn_id.load(), instance.stored_turn_id)};
+    }
+
+    // Takes a stored record's pins, pattern instances and result. A running turn keeps its id;
+    // later turns count on from the stored one.
+    static void apply_record(Instance& instance, detail::DialogInstanceRecord record) {
+        std::lock_guard lock(instance.mutex);
+        instance.state = std::move(record.state);
+        instance.result = std::move(record.result);
+        instance.stored_turn_id = record.turn_id;
+        if (!instance.pending && instance.turn_id < record.turn_id) {
+            instance.turn_id = record.turn_id;
+        }
+    }
+
+    Conversation build_conversation(const std::shared_ptr<Instance>& instance) {
         std::vector<Tool> tools;
         const std::weak_ptr<Instance> weak = instance;
         // Tools may outlive the dialog (a tool that ignores its stop token): they hold it weakly.
@@ -139,8 +185,23 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
                                  return self->run_tool(*owner, tool, input, context);
                              }}));
         }
-        instance->conversation.emplace(client.conversation(
-            {.use_session_store = false,
+        std::shared_ptr<SessionStore> store;
+        if (options.session_store) {
+            store = std::make_shared<detail::InstanceStore>(
+                options.session_store,
+                [weak]() -> detail::DialogInstanceRecord {
+                    const auto owner = weak.lock();
+                    return owner ? record_of(*owner) : detail::DialogInstanceRecord{};
+                },
+                [weak](detail::DialogInstanceRecord record) {
+                    if (const auto owner = weak.lock()) apply_record(*owner, std::move(record));
+                });
+        }
+        return client.conversation(
+            {.session_id = store ? instance->name : std::string(),
+             .tenant = options.tenant,
+             .use_session_store = store != nullptr,
+             .session_store = store,
              .system = options.system,
              .system_context = [dialog, weak]() -> std::string {
                  const auto self = dialog.lock();
@@ -170,8 +231,7 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
                  const auto text = failure_text(turn);
                  if (!text) return std::nullopt;
                  return Message::assistant(*text);
-             }}));
-        return *instance->conversation;
+             }});
     }
 
     json run_tool(Instance& instance, const std::string& tool, const json& input,
@@ -220,6 +280,16 @@ DialogTurn Dialog::send(const std::string& instance_name, std::string text) {
 
 DialogTurn Dialog::send(const std::string& instance_name, Message user_message) {
     const auto instance = state_->instance(instance_name);
+    Conversation* conversation = nullptr;
+    try {
+        // Loads a stored instance first, so that its turn ids count on from the stored one.
+        conversation = &state_->conversation_of(instance);
+    } catch (const Error& error) {
+        // Nothing ran and nothing was appended; a bad stored record is left as it is.
+        return {
+            DialogTurnStatus::failed, instance->turn_id.load(), error.message(), {}, error.code(),
+            std::current_exception()};
+    }
     std::uint64_t id = 0;
     std::stop_token stop;
     {
@@ -233,7 +303,8 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
                     "turn_in_progress",
                     nullptr};
         }
-        id = ++instance->turn_id;
+        id = std::max(instance->turn_id.load(), instance->stored_turn_id) + 1;
+        instance->turn_id = id;
         instance->pending = true;
         instance->stop = std::stop_source();
         stop = instance->stop.get_token();
@@ -250,8 +321,7 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
         return turn;
     };
     try {
-        auto& conversation = state_->conversation_of(instance);
-        const auto reply = conversation.send(
+        const auto reply = conversation->send(
             std::move(user_message),
             {.stop = stop, .turn_tag = std::to_string(id), .wait_for_tools = true});
         DialogTurn turn;
@@ -310,7 +380,7 @@ bool Dialog::cancel(const std::string& instance_name) {
 }
 
 DialogInstanceInfo Dialog::info(const std::string& instance_name) const {
-    const auto instance = state_->find(instance_name);
+    const auto instance = state_->loaded(instance_name);
     if (!instance) return {};
     std::lock_guard lock(instance->mutex);
     return {instance->pending.load(), instance->turn_id.load(), instance->last_activity,
@@ -319,7 +389,7 @@ DialogInstanceInfo Dialog::info(const std::string& instance_name) const {
 
 std::vector<Message> Dialog::transcript(const std::string& instance_name,
                                         bool include_replay) const {
-    const auto instance = state_->find(instance_name);
+    const auto instance = state_->loaded(instance_name);
     if (!instance) return {};
     std::optional<Conversation> conversation;
     {
@@ -330,8 +400,8 @@ std::vector<Message> Dialog::transcript(const std::string& instance_name,
 }
 
 std::string Dialog::system_prompt(const std::string& instance_name) const {
-    const auto instance = state_->find(instance_name);
-    Instance empty;
+    const auto instance = state_->loaded(instance_name);
+    Instance empty(instance_name);
     std::string prompt = state_->options.system;
     const std::string cells = state_->cells_section(instance ? *instance : empty);
     return prompt.empty() ? cells : prompt + "\n\n" + cells;

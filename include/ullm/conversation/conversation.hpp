@@ -75,6 +75,8 @@ struct ConversationOptions {
     /// False keeps the conversation in memory only: it neither restores from nor persists to
     /// the client's session store.
     bool use_session_store = true;
+    /// A store for this conversation instead of the client's (when `use_session_store`).
+    std::shared_ptr<SessionStore> session_store;
     /// The system prompt, pinned at the start of every request; never stored in history.
     std::string system;
     /// Called before every model round; what it returns is appended (after a blank line) to

@@ -8,6 +8,7 @@
 #include <ullm/core/usage.hpp>
 #include <ullm/dialog/cell_space.hpp>
 #include <ullm/dialog/dialog_tool.hpp>
+#include <ullm/store/session_store.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -44,6 +45,14 @@ struct DialogOptions {
     /// model request, and a forced `tool_choice` holds for every round (what `generate_object`
     /// does).
     bool end_turn_at_result = false;
+    /// Where instances persist; none keeps them in memory only. With a store, an instance is
+    /// the session `instance` (a valid session id) under `tenant`: its transcript, totals, pins,
+    /// pattern instances, result and turn id are written after every turn and `append`, and
+    /// loaded when the instance is first used, failing closed on a bad record
+    /// (`invalid_conversation_snapshot`, the record left as it is).
+    std::shared_ptr<SessionStore> session_store;
+    /// The tenant of the instances' sessions (0..128 bytes).
+    std::string tenant;
 };
 
 /// How a `Dialog::send` ended.

@@ -1,0 +1,189 @@
+// Dialog instances in a session store: written after every turn, loaded on first use by a new
+// Dialog (a restarted process), refused whole when the record is bad.
+
+#include <ullm/dialog/dialog.hpp>
+
+#include <ullm/core/error.hpp>
+#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/store/memory_session_store.hpp>
+#include <ullm/tools/schema.hpp>
+
+#include <memory>
+#include <string>
+
+#include "support/catch.hpp"
+#include "support/error_code.hpp"
+#include "support/scripted_client.hpp"
+
+using ullm::json;
+using ullm::test::error_code_of;
+
+namespace {
+
+// A scripted client (its `provider` and `client`), cells and a store.
+struct Stored : ullm::test::ScriptedClient {
+    std::shared_ptr<ullm::CellSpace> space = std::make_shared<ullm::CellSpace>();
+    ullm::CellLink notes =
+        space->create(json::array(), std::nullopt, "notes-list-0123456789abcdef");
+    std::shared_ptr<ullm::MemorySessionStore> store = std::make_shared<ullm::MemorySessionStore>();
+    json schema = ullm::schema::object({{"summary", ullm::schema::string()}}, {"summary"});
+
+    // A new Dialog over the same client, cells and store: what a restarted process builds.
+    ullm::Dialog dialog(const std::string& tenant = {}) {
+        return ullm::Dialog(client, space,
+                            {.result_schema = schema, .session_store = store, .tenant = tenant});
+    }
+
+    // The stored record of `instance`, as JSON.
+    json record(const std::string& instance, const std::string& tenant = {}) {
+        const auto stored = store->get(tenant, instance);
+        REQUIRE(stored);
+        return json::parse(stored->snapshot);
+    }
+
+    void overwrite(const std::string& instance, const json& record) {
+        const auto stored = store->get("", instance);
+        (void)store->put("", instance, record.dump(), stored ? stored->version : 0);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a stored dialog instance comes back whole in a new Dialog", "[dialog][dialog_store]") {
+    Stored s;
+    s.provider->push_tool_call("pin", {{"path", s.notes.to_string()}, {"name", "Shopping"}});
+    s.provider->push_tool_call("presentResult", {{"summary", "one pin"}});
+    s.provider->push_text("Pinned and summarised.");
+    std::vector<ullm::Message> before;
+    {
+        auto first = s.dialog();
+        const auto turn = first.send("alice", "pin my notes and sum up");
+        REQUIRE(turn.status == ullm::DialogTurnStatus::completed);
+        CHECK(turn.turn_id == 1);
+        before = first.transcript("alice", true);
+    }
+    const json record = s.record("alice");
+    CHECK(record["format"] == "ullm.dialog_instance");
+    CHECK(record["pins"] == json::array({{{"name", "Shopping"}, {"link", s.notes.to_string()}}}));
+    CHECK(record["result"] == json{{"summary", "one pin"}});
+    CHECK(record["turn_id"] == 1);
+
+    auto second = s.dialog();
+    CHECK(second.transcript("alice", true) == before);
+    const auto info = second.info("alice");
+    CHECK(info.turn_id == 1);
+    REQUIRE(info.result);
+    CHECK(*info.result == json{{"summary", "one pin"}});
+    CHECK(second.system_prompt("alice").find("## Shopping") != std::string::npos);
+
+    s.provider->push_text("Still pinned.");
+    const auto next = second.send("alice", "and now?");
+    CHECK(next.status == ullm::DialogTurnStatus::completed);
+    CHECK(next.turn_id == 2);  // Counts on from the stored turn.
+    const auto request = s.provider->requests().back();
+    CHECK(request.messages.size() == before.size() + 1);
+    CHECK(request.system.find("## Shopping") != std::string::npos);
+    CHECK(s.record("alice")["turn_id"] == 2);
+    // Another instance and another tenant start empty.
+    CHECK(second.transcript("bob").empty());
+    CHECK(s.dialog("acme").transcript("alice").empty());
+}
+
+TEST_CASE("a bad stored dialog record is refused with its path and left as it is",
+          "[dialog][dialog_store]") {
+    Stored s;
+    s.provider->push_tool_call("pin", {{"path", s.notes.to_string()}, {"name", "Shopping"}});
+    s.provider->push_text("Pinned.");
+    {
+        auto first = s.dialog();
+        REQUIRE(first.send("alice", "pin").status == ullm::DialogTurnStatus::completed);
+    }
+    const json good = s.record("alice");
+    const auto refused_at = [&](const json& bad, const std::string& path) {
+        s.overwrite("alice", bad);
+        const std::string written = s.store->get("", "alice")->snapshot;
+        auto dialog = s.dialog();
+        const auto turn = dialog.send("alice", "hello?");
+        CHECK(turn.status == ullm::DialogTurnStatus::failed);
+        CHECK(turn.error_code == "invalid_conversation_snapshot");
+        INFO(turn.text);
+        CHECK(turn.text.find("at " + path + ":") == 0);
+        CHECK(error_code_of([&] { (void)dialog.transcript("alice"); }) ==
+              "invalid_conversation_snapshot");
+        CHECK(s.store->get("", "alice")->snapshot == written);  // Left as it was.
+    };
+    const std::size_t requests = s.provider->requests().size();
+
+    json bad = good;
+    bad["pins"][0]["link"] = "/of:short/x";
+    refused_at(bad, "/pins/0/link");
+    bad = good;
+    bad["format"] = "something else";
+    refused_at(bad, "/format");
+    bad = good;
+    bad["format_version"] = 2;
+    refused_at(bad, "/format_version");
+    bad = good;
+    bad["turn_id"] = -1;
+    refused_at(bad, "/turn_id");
+    bad = good;
+    bad["surprise"] = true;
+    refused_at(bad, "/surprise");
+    bad = good;
+    bad.erase("pattern_instances");
+    refused_at(bad, "/pattern_instances");
+    bad = good;
+    bad["conversation"]["messages"][0]["role"] = "wizard";
+    refused_at(bad, "/conversation/messages/0/role");
+    bad = good;
+    bad["conversation"]["session_id"] = "mallory";
+    refused_at(bad, "/session_id");
+    CHECK(s.provider->requests().size() == requests);  // Nothing was sent.
+
+    // Not JSON at all.
+    (void)s.store->put("", "alice", "{\"format\":", s.store->get("", "alice")->version);
+    auto dialog = s.dialog();
+    CHECK(dialog.send("alice", "hello?").error_code == "invalid_conversation_snapshot");
+
+    // Put right, the instance loads again.
+    s.overwrite("alice", good);
+    s.provider->push_text("Back.");
+    auto repaired = s.dialog();
+    CHECK(repaired.send("alice", "hello?").status == ullm::DialogTurnStatus::completed);
+}
+
+TEST_CASE("with a store, instance names must be session ids", "[dialog][dialog_store]") {
+    Stored s;
+    auto dialog = s.dialog();
+    const auto turn = dialog.send("line\nbreak", "hi");
+    CHECK(turn.status == ullm::DialogTurnStatus::failed);
+    CHECK(turn.error_code == "invalid_session_id");
+    CHECK(error_code_of([&] { (void)dialog.info("line\nbreak"); }) == "invalid_session_id");
+    CHECK(s.provider->requests().empty());
+}
+
+TEST_CASE("two dialogs writing one stored instance: the late writer fails, then goes on",
+          "[dialog][dialog_store]") {
+    Stored s;
+    auto left = s.dialog();
+    auto right = s.dialog();
+    CHECK(left.transcript("alice").empty());
+    CHECK(right.transcript("alice").empty());  // Both loaded the empty instance.
+    s.provider->push_tool_call("presentResult", {{"summary", "left's"}});
+    s.provider->push_text("left done");
+    CHECK(left.send("alice", "from left").status == ullm::DialogTurnStatus::completed);
+    s.provider->push_text("right done");
+    const auto refused = right.send("alice", "from right");
+    CHECK(refused.status == ullm::DialogTurnStatus::failed);
+    CHECK(refused.error_code == "session_store_conflict");
+    // The refusal brought the stored state in: transcript, result and turn id.
+    CHECK(right.transcript("alice") == left.transcript("alice"));
+    REQUIRE(right.info("alice").result);
+    CHECK(*right.info("alice").result == json{{"summary", "left's"}});
+    s.provider->push_text("right done");
+    const auto retried = right.send("alice", "from right");
+    CHECK(retried.status == ullm::DialogTurnStatus::completed);
+    CHECK(retried.turn_id == 2);  // After the stored turn 1 (left's), whatever right tried.
+    CHECK(s.record("alice")["turn_id"] == 2);
+    CHECK(left.transcript("alice").size() == 4);  // left has not looked since
+}
