@@ -4,7 +4,8 @@
 // could cost (its prompt plus `max_tokens` of output) and compares that with what the budget
 // still allows. When it does not fit, `budget_action` decides: `throw` refuses the turn, `warn`
 // tells a callback and sends anyway, `skip` answers with a synthetic reply instead of the
-// model. The same three questions run under each action. A scripted provider plays the model.
+// model. The same three questions run under each action; then a cap on one turn, and on one
+// direct call without a conversation. A scripted provider plays the model.
 
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
@@ -98,6 +99,26 @@ void per_turn() {
                reply.turn_usage.cost_usd.value_or(0.0));
 }
 
+// A cap on one direct call, without a conversation: the same check before the request.
+void direct_call() {
+    fmt::print("\n== a cap on one direct call ==\n");
+    auto model = std::make_shared<ullm::ScriptedProvider>();
+    model->push_text("Lisbon.", {.input_tokens = 20, .output_tokens = 100});
+    const ullm::Client client(
+        {.default_model = "scripted/demo", .providers = {model}, .prices = demo_prices()});
+    ullm::ChatRequest request;
+    request.messages = {ullm::Message::user("Capital of Portugal?")};
+    request.max_tokens = 500;
+
+    // Skipped: nothing is sent, and the reply says why.
+    const auto skipped =
+        client.complete(request, {}, {.usd = 0.004, .action = ullm::BudgetAction::skip});
+    fmt::print("  skipped: {}\n", skipped.text);
+    // Within the cap the request goes out.
+    const auto sent = client.complete(request, {}, {.usd = 0.01});
+    fmt::print("assistant> {}\n  requests sent: {}\n", sent.text, model->requests().size());
+}
+
 }  // namespace
 
 int main() try {
@@ -105,6 +126,7 @@ int main() try {
     run_with(ullm::BudgetAction::warn);
     run_with(ullm::BudgetAction::skip);
     per_turn();
+    direct_call();
     return 0;
 } catch (const std::exception& error) {
     std::fprintf(stderr, "budgets example failed: %s\n", error.what());

@@ -4,6 +4,7 @@
 /// stores and dialogs. The replay helpers for tests (`testing/replay.hpp`) are not included.
 /// Include single headers instead to build faster.
 
+#include <ullm/client/budget.hpp>
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/context_manager.hpp>
 #include <ullm/conversation/conversation.hpp>

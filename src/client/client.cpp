@@ -108,6 +108,24 @@ public:
                        : std::optional<HttpRequest>(encode(*route_.provider, request_, true))),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
 
+    // A stream that sends nothing: a zero-cost usage event, then `done` with `skipped`.
+    ChatStreamState(std::shared_ptr<Client::State> client, Route route, ChatRequest request,
+                    ChatResponse skipped)
+        : client_(std::move(client)),
+          route_(std::move(route)),
+          request_(std::move(request)),
+          on_stop_(std::stop_token{}, [this] { cancel(); }) {
+        StreamEvent usage;
+        usage.type = StreamEvent::Type::usage_update;
+        usage.usage = skipped.usage;
+        pending_.push_back(std::move(usage));
+        StreamEvent done;
+        done.type = StreamEvent::Type::done;
+        done.usage = skipped.usage;
+        done.response = std::move(skipped);
+        pending_.push_back(std::move(done));
+    }
+
     ChatStreamState(const ChatStreamState&) = delete;
     ChatStreamState& operator=(const ChatStreamState&) = delete;
     ~ChatStreamState() { cancel(); }
@@ -423,6 +441,71 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
                           route.provider->name(), true);
     return ChatStream(std::make_unique<detail::ChatStreamState>(
         state_, std::move(route), std::move(request), std::move(stop)));
+}
+
+namespace {
+
+// Whether `request` (routed to `route`) may be sent within `budget`: nullopt to send it, or the
+// response of a skipped request. Throws `BudgetExceededError` for `throw`.
+std::optional<ChatResponse> within_budget(const Client& client, const ChatRequest& request,
+                                          const Route& route, const CallBudget& budget) {
+    const CostEstimate estimate = client.estimate(request);
+    if (estimate.max_cost_usd <= budget.usd) return std::nullopt;
+    const std::string provider(route.provider->name());
+    const std::string message = "the request to " + provider + "/" + route.model +
+                                " could cost up to " + detail::format_usd(estimate.max_cost_usd) +
+                                ", more than its budget of " + detail::format_usd(budget.usd);
+    switch (budget.action) {
+        case BudgetAction::throw_error:
+            throw BudgetExceededError(message, budget.usd, estimate.max_cost_usd);
+        case BudgetAction::warn:
+            if (budget.on_warning) {
+                try {
+                    budget.on_warning(BudgetWarning{"request", budget.usd, budget.usd,
+                                                    estimate.max_cost_usd, route.model, provider,
+                                                    message});
+                } catch (...) {
+                    // A warning callback cannot stop the request.
+                }
+            }
+            return std::nullopt;
+        case BudgetAction::skip:
+            break;
+    }
+    return detail::budget_skipped_response(message, route.model, provider);
+}
+
+// The route of `request`, after the checks `complete` and `stream` make before any I/O.
+Route checked_route(const Client& client, const ChatRequest& request, const CallBudget& budget,
+                    bool stream) {
+    detail::check_budget(budget.usd, "CallBudget::usd");
+    detail::check_budget_action(budget.action);
+    Route route = client.route(request.model);
+    ChatRequest routed = request;
+    routed.model = route.model;
+    detail::check_request(routed, route.provider->capabilities(routed.model),
+                          route.provider->name(), stream);
+    return route;
+}
+
+}  // namespace
+
+ChatResponse Client::complete(ChatRequest request, std::stop_token stop,
+                              const CallBudget& budget) const {
+    const Route route = checked_route(*this, request, budget, false);
+    if (auto skipped = within_budget(*this, request, route, budget)) return std::move(*skipped);
+    return complete(std::move(request), std::move(stop));
+}
+
+ChatStream Client::stream(ChatRequest request, std::stop_token stop,
+                          const CallBudget& budget) const {
+    Route route = checked_route(*this, request, budget, true);
+    if (auto skipped = within_budget(*this, request, route, budget)) {
+        request.model = route.model;
+        return ChatStream(std::make_unique<detail::ChatStreamState>(
+            state_, std::move(route), std::move(request), std::move(*skipped)));
+    }
+    return stream(std::move(request), std::move(stop));
 }
 
 const std::shared_ptr<SessionStore>& Client::session_store() const noexcept {

@@ -18,18 +18,6 @@
 
 namespace ullm {
 
-std::string_view to_string(BudgetAction action) noexcept {
-    switch (action) {
-        case BudgetAction::throw_error:
-            return "throw";
-        case BudgetAction::warn:
-            return "warn";
-        case BudgetAction::skip:
-            return "skip";
-    }
-    return "unknown";
-}
-
 struct Conversation::State {
     Client client;
     ConversationOptions options;
@@ -155,25 +143,6 @@ std::string generate_session_id() {
     return id;
 }
 
-std::string usd(double value) {
-    char text[64];
-    std::snprintf(text, sizeof text, "$%.6f", value);
-    return text;
-}
-
-bool valid_action(BudgetAction action) {
-    return action == BudgetAction::throw_error || action == BudgetAction::warn ||
-           action == BudgetAction::skip;
-}
-
-void check_budget_value(const std::optional<double>& budget, const char* what) {
-    if (budget && (!std::isfinite(*budget) || *budget < 0)) {
-        throw ProviderCapabilityError("invalid_budget", std::string(what) +
-                                                            " must be a finite number of USD "
-                                                            "that is not negative");
-    }
-}
-
 void check_max_tokens(const std::optional<std::int64_t>& max_tokens) {
     if (max_tokens && *max_tokens <= 0) {
         throw ProviderCapabilityError("invalid_max_tokens", "max_tokens must be positive");
@@ -181,12 +150,9 @@ void check_max_tokens(const std::optional<std::int64_t>& max_tokens) {
 }
 
 void check_send_options(const SendOptions& options) {
-    check_budget_value(options.budget_usd, "a turn's budget_usd");
+    detail::check_budget(options.budget_usd, "a turn's budget_usd");
     check_max_tokens(options.max_tokens);
-    if (options.budget_action && !valid_action(*options.budget_action)) {
-        throw ProviderCapabilityError("invalid_budget_action",
-                                      "budget_action must be throw, warn or skip");
-    }
+    if (options.budget_action) detail::check_budget_action(*options.budget_action);
 }
 
 // Checks every option that can be checked without routing; fills in a session id.
@@ -221,11 +187,8 @@ void check_options(ConversationOptions& options) {
         throw ProviderCapabilityError("invalid_temperature",
                                       "temperature must be a number from 0 to 2");
     }
-    check_budget_value(options.budget_usd, "budget_usd");
-    if (!valid_action(options.budget_action)) {
-        throw ProviderCapabilityError("invalid_budget_action",
-                                      "budget_action must be throw, warn or skip");
-    }
+    detail::check_budget(options.budget_usd, "budget_usd");
+    detail::check_budget_action(options.budget_action);
     if (!options.provider_options.is_object()) {
         throw ProviderCapabilityError("invalid_provider_options",
                                       "provider_options must be a JSON object");
@@ -446,8 +409,9 @@ private:
         const double left = std::max(0.0, remaining);
         const std::string message =
             "the next request to " + std::string(state_->route.provider->name()) + "/" +
-            state_->route.model + " could cost up to " + usd(estimate.max_cost_usd) +
-            ", but only " + usd(left) + " of the " + scope + " budget of " + usd(cap) + " remains";
+            state_->route.model + " could cost up to " + detail::format_usd(estimate.max_cost_usd) +
+            ", but only " + detail::format_usd(left) + " of the " + scope + " budget of " +
+            detail::format_usd(cap) + " remains";
         switch (options_.budget_action.value_or(options.budget_action)) {
             case BudgetAction::throw_error:
                 throw BudgetExceededError(message, left, estimate.max_cost_usd);
@@ -472,14 +436,8 @@ private:
     }
 
     void skip(const std::string& message) {
-        ChatResponse synthetic;
-        synthetic.text = "Budget exceeded: " + message + ".";
-        synthetic.message = Message::assistant(synthetic.text);
-        synthetic.finish_reason = FinishReason::error;
-        synthetic.raw_finish_reason = "budget_exceeded";
-        synthetic.usage.cost_usd = 0.0;
-        synthetic.model = state_->route.model;
-        synthetic.provider = std::string(state_->route.provider->name());
+        ChatResponse synthetic = detail::budget_skipped_response(
+            message, state_->route.model, std::string(state_->route.provider->name()));
         if (streaming_) {
             StreamEvent usage;
             usage.type = StreamEvent::Type::usage_update;

@@ -4,6 +4,7 @@
 #include <ullm/providers/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -227,4 +228,107 @@ TEST_CASE("a budget without a price for the model is a clear error", "[budget]")
     CHECK(error_code_of([&] { (void)budgeted.send("hi"); }) == "unknown_model_pricing");
     auto unbudgeted = client.conversation({});
     CHECK(unbudgeted.send("hi").text == "free");
+}
+
+namespace {
+
+ullm::ChatRequest short_request() {
+    ullm::ChatRequest request;
+    request.model = "scripted/model-a";
+    request.messages = {ullm::Message::user("Hello there")};
+    request.max_tokens = 100;  // worst case a little over $0.001
+    return request;
+}
+
+}  // namespace
+
+TEST_CASE("a direct call within its budget is sent; over it, throw sends nothing", "[budget]") {
+    Priced p;
+    p.answer("Hi.");
+    const auto sent = p.client.complete(short_request(), {}, {.usd = 0.01});
+    CHECK(sent.text == "Hi.");
+    CHECK(sent.usage.cost_usd == Approx(0.02));
+    try {
+        (void)p.client.complete(short_request(), {}, {.usd = 0.0005});
+        FAIL("no error");
+    } catch (const ullm::BudgetExceededError& error) {
+        CHECK(error.code() == "budget_exceeded");
+        CHECK(error.remaining_usd() == 0.0005);
+        CHECK(error.estimated_usd() > 0.001);
+        CHECK(error.message().find("more than its budget of $0.000500") != std::string::npos);
+    }
+    CHECK(error_code_of([&] { (void)p.client.stream(short_request(), {}, {.usd = 0.0005}); }) ==
+          "budget_exceeded");
+    CHECK(p.provider->requests().size() == 1);
+}
+
+TEST_CASE("a direct call over its budget warns once and is sent", "[budget]") {
+    Priced p;
+    p.answer("Sent anyway.");
+    std::vector<ullm::BudgetWarning> warnings;
+    const auto reply = p.client.complete(short_request(), {},
+                                         {.usd = 0.0005,
+                                          .action = ullm::BudgetAction::warn,
+                                          .on_warning = [&](const ullm::BudgetWarning& warning) {
+                                              warnings.push_back(warning);
+                                              throw std::runtime_error("ignored");
+                                          }});
+    CHECK(reply.text == "Sent anyway.");
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].scope == "request");
+    CHECK(warnings[0].budget_usd == 0.0005);
+    CHECK(warnings[0].estimated_usd > 0.001);
+    CHECK(warnings[0].provider == "scripted");
+    CHECK(warnings[0].model == "model-a");
+    CHECK(warnings[0].message.find("Hello") == std::string::npos);  // no prompt text
+    CHECK(p.provider->requests().size() == 1);
+}
+
+TEST_CASE(
+    "a skipped direct call returns the synthetic reply; a stream has one zero-cost usage "
+    "event",
+    "[budget]") {
+    Priced p;
+    const ullm::CallBudget skip{.usd = 0.0005, .action = ullm::BudgetAction::skip};
+    const auto reply = p.client.complete(short_request(), {}, skip);
+    CHECK(reply.text.rfind("Budget exceeded: the request to scripted/model-a could cost up to $",
+                           0) == 0);
+    CHECK(reply.finish_reason == ullm::FinishReason::error);
+    CHECK(reply.raw_finish_reason == "budget_exceeded");
+    CHECK(reply.usage.input_tokens == 0);
+    CHECK(reply.usage.cost_usd == 0.0);
+
+    auto stream = p.client.stream(short_request(), {}, skip);
+    std::vector<ullm::StreamEvent> events;
+    for (const auto& event : stream) events.push_back(event);
+    REQUIRE(events.size() == 2);
+    CHECK(events[0].type == ullm::StreamEvent::Type::usage_update);
+    REQUIRE(events[0].usage);
+    CHECK(events[0].usage->cost_usd == 0.0);
+    CHECK(events[1].type == ullm::StreamEvent::Type::done);
+    REQUIRE(stream.response());
+    CHECK(stream.response()->text == reply.text);
+    CHECK(p.provider->requests().empty());
+}
+
+TEST_CASE("a direct call's budget is checked before anything is sent", "[budget]") {
+    Priced p;
+    const auto code = [&](const ullm::CallBudget& budget) {
+        return error_code_of([&] { (void)p.client.complete(short_request(), {}, budget); });
+    };
+    CHECK(code({.usd = -1}) == "invalid_budget");
+    CHECK(code({.usd = std::numeric_limits<double>::quiet_NaN()}) == "invalid_budget");
+    CHECK(code({.usd = 1, .action = static_cast<ullm::BudgetAction>(5)}) ==
+          "invalid_budget_action");
+    // A model without a price cannot be held to a budget.
+    auto unpriced = std::make_shared<ullm::ScriptedProvider>("unpriced");
+    const ullm::Client client({.providers = {unpriced}});
+    auto request = short_request();
+    request.model = "unpriced/model";
+    CHECK(error_code_of([&] { (void)client.complete(request, {}, {.usd = 1}); }) ==
+          "unknown_model_pricing");
+    CHECK(error_code_of([&] { (void)client.stream(request, {}, {.usd = 1}); }) ==
+          "unknown_model_pricing");
+    CHECK(p.provider->requests().empty());
+    CHECK(unpriced->requests().empty());
 }

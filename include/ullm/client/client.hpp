@@ -3,6 +3,7 @@
 /// The entry point: routes a model to its provider, sends requests through one shared
 /// transport with retries, and streams responses.
 
+#include <ullm/client/budget.hpp>
 #include <ullm/client/chat_stream.hpp>
 #include <ullm/http/retry_policy.hpp>
 #include <ullm/http/transport.hpp>
@@ -89,6 +90,20 @@ public:
 
     /// A stream of `request`'s response; nothing is sent until the first event is pulled.
     [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop = {}) const;
+
+    /// As `complete(request, stop)`, within `budget`: when the request could cost more than
+    /// `budget.usd` (by `estimate`), throws `BudgetExceededError` (`throw`), calls the warning
+    /// callback and sends (`warn`), or sends nothing and returns the synthetic budget-exceeded
+    /// response with zero usage (`skip`). The budget is checked before any I/O
+    /// (`invalid_budget`, `invalid_budget_action`, `unknown_model_pricing`).
+    [[nodiscard]] ChatResponse complete(ChatRequest request, std::stop_token stop,
+                                        const CallBudget& budget) const;
+
+    /// As `stream(request, stop)`, within `budget` as `complete` applies it. A skipped request
+    /// streams one `usage_update` event with zero cost, then `done` with the synthetic
+    /// response.
+    [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop,
+                                    const CallBudget& budget) const;
 
     /// What `request` may cost, from an estimate of its prompt tokens and its output limit.
     /// Throws `ProviderCapabilityError` `unknown_model_pricing` when the model has no price.

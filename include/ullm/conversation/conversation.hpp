@@ -3,6 +3,7 @@
 /// `Conversation`: stored history, running totals, FIFO turns, the tool loop, budgets, context
 /// management, streaming and persistence in a session store.
 
+#include <ullm/client/budget.hpp>
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/context_manager.hpp>
 #include <ullm/conversation/snapshot.hpp>
@@ -23,28 +24,6 @@
 #include <vector>
 
 namespace ullm {
-
-/// What a conversation does when the next model request could exceed its budget.
-enum class BudgetAction {
-    throw_error,  ///< Throw `BudgetExceededError` before the request ("throw").
-    warn,         ///< Call the warning callback once for the turn, then send anyway ("warn").
-    skip,         ///< Send nothing; return a synthetic reply with zero usage ("skip").
-};
-
-/// "throw", "warn" or "skip".
-[[nodiscard]] std::string_view to_string(BudgetAction action) noexcept;
-
-/// What the warning callback of `BudgetAction::warn` is told. Holds only budget figures and
-/// the model and provider: no prompt text, no credentials.
-struct BudgetWarning {
-    std::string scope;         ///< "conversation" or "turn": which cap the request would exceed.
-    double budget_usd = 0;     ///< That cap.
-    double remaining_usd = 0;  ///< What the cap still allows.
-    double estimated_usd = 0;  ///< What the next request could cost at most.
-    std::string model;
-    std::string provider;
-    std::string message;  ///< The figures in one sentence.
-};
 
 /// What the compaction callback is told when a context manager trimmed the messages of a
 /// request. `messages` is the validated list that will be sent.
