@@ -68,15 +68,17 @@ TEST_CASE("turn queue waits for running tools when asked, except on a tool's own
     ullm::TurnQueue queue;
     std::atomic<bool> tool_may_finish{false};
     std::string own_thread_code;
+    std::atomic<bool> refused{false};
     queue.tool_started();  // As the tool runner does before the callback's thread starts.
     std::thread tool([&] {
         queue.enter_tool_thread();
         // The callback starting a turn on its own conversation is refused, even when waiting.
         own_thread_code = error_code_of([&] { queue.acquire({}, true); });
+        refused = true;
         while (!tool_may_finish) std::this_thread::sleep_for(1ms);
         queue.tool_finished();
     });
-    ullm::test::wait_until([&] { return !own_thread_code.empty(); });
+    ullm::test::wait_until([&] { return refused.load(); });
     CHECK(own_thread_code == "conversation_busy");
     CHECK(error_code_of([&] { queue.acquire(); }) == "conversation_busy");
 
