@@ -110,7 +110,8 @@ public:
     /// Appends `messages` to the instance's transcript unchanged, e.g. the messages of
     /// `generate_object`: tool calls and results keep their ids. Returns false, appending
     /// nothing, while the instance's turn runs (or a cancelled one is still finishing). Throws
-    /// `InvalidMessageError` as `Conversation::append` does.
+    /// `InvalidMessageError` as `Conversation::append` does, and with a session store what
+    /// loading or writing the instance throws.
     bool append(const std::string& instance, std::vector<Message> messages);
 
     /// Ends the instance's running turn: the request is aborted, running tools are asked to
@@ -118,7 +119,9 @@ public:
     /// was running.
     bool cancel(const std::string& instance);
 
-    /// The instance's state (a fresh instance when unknown).
+    /// The instance's state (a fresh instance when unknown). With a session store this,
+    /// `transcript` and `system_prompt` load the instance on first use and throw what loading
+    /// throws (`InvalidConversationSnapshotError`, `SessionStoreError`, `invalid_session_id`).
     [[nodiscard]] DialogInstanceInfo info(const std::string& instance) const;
 
     /// The instance's transcript, without the system prompt; provider replay state only when
