@@ -1,12 +1,14 @@
 // Prints what the library's own work costs in a dialog, with no network: a three-round dialog
-// turn (a handler call, presentResult, the answer) over a 100-note cell space, generate_object
-// with one tool call, and a round of four tool calls run in parallel and one after another.
+// turn (a handler call, presentResult, the answer) over a 100-note cell space, in memory and
+// persisted to SQLite, loading a stored instance in a new Dialog, generate_object with one tool
+// call, and a round of four tool calls run in parallel and one after another.
 // Usage: ullm_bench_dialog [repetitions]
 
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/dialog/dialog.hpp>
 #include <ullm/dialog/generate_object.hpp>
 #include <ullm/providers/scripted_provider.hpp>
+#include <ullm/store/sqlite_session_store.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include <fmt/core.h>
@@ -14,7 +16,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <thread>
+
+#include <unistd.h>
 
 namespace {
 
@@ -86,24 +92,53 @@ int main(int argc, char** argv) {
              }});
         const json summary = schema::object({{"count", schema::integer()}}, {"count"});
 
-        ullm::Dialog dialog(client, space,
-                            {.system = "You keep notes.",
-                             .tools = {ullm::DialogTool::handler("add_note", add)},
-                             .result_schema = summary,
-                             .context_cells = {{"Notes", list}}});
-        for (int i = 0; i < repetitions; ++i) {
-            provider->push_tool_call("add_note", {{"title", "bench"}});
-            provider->push_tool_call("presentResult", {{"count", 101}});
-            provider->push_text("Added.");
-        }
-        auto start = Clock::now();
-        for (int i = 0; i < repetitions; ++i) {
-            (void)dialog.send("instance-" + std::to_string(i % 20), "Add a note.");
-        }
+        const auto options = [&](std::shared_ptr<ullm::SessionStore> store) {
+            return ullm::DialogOptions{.system = "You keep notes.",
+                                       .tools = {ullm::DialogTool::handler("add_note", add)},
+                                       .result_schema = summary,
+                                       .context_cells = {{"Notes", list}},
+                                       .session_store = std::move(store)};
+        };
+        // Turns spread over 20 instances, whose transcripts grow by 6 messages a turn.
+        const auto turns = [&](ullm::Dialog& dialog) {
+            for (int i = 0; i < repetitions; ++i) {
+                provider->push_tool_call("add_note", {{"title", "bench"}});
+                provider->push_tool_call("presentResult", {{"count", 101}});
+                provider->push_text("Added.");
+            }
+            const auto start = Clock::now();
+            for (int i = 0; i < repetitions; ++i) {
+                (void)dialog.send("instance-" + std::to_string(i % 20), "Add a note.");
+            }
+            return micros_since(start, repetitions);
+        };
+        ullm::Dialog in_memory(client, space, options(nullptr));
         fmt::print(
             "three-round dialog turn (handler, presentResult, answer; 100+ notes listed "
             "in each round's prompt): {:.0f} us\n",
-            micros_since(start, repetitions));
+            turns(in_memory));
+
+        const auto path = std::filesystem::temp_directory_path() /
+                          ("ullm-bench-dialog-" + std::to_string(::getpid()) + ".db");
+        std::shared_ptr<ullm::SessionStore> sqlite = ullm::SqliteSessionStore::open(path.string());
+        {
+            ullm::Dialog persisted(client, space, options(sqlite));
+            fmt::print("the same turn, each instance written to SQLite after it: {:.0f} us\n",
+                       turns(persisted));
+        }
+        const int loads = std::max(1, repetitions / 4);
+        auto start = Clock::now();
+        for (int i = 0; i < loads; ++i) {
+            ullm::Dialog restarted(client, space, options(sqlite));
+            (void)restarted.info("instance-0");  // loads its record from SQLite
+        }
+        fmt::print("loading a stored instance of {} messages in a new Dialog: {:.0f} us\n",
+                   ullm::Dialog(client, space, options(sqlite)).transcript("instance-0").size(),
+                   micros_since(start, loads));
+        sqlite.reset();
+        std::filesystem::remove(path);
+        std::filesystem::remove(path.string() + "-wal");
+        std::filesystem::remove(path.string() + "-shm");
 
         for (int i = 0; i < repetitions; ++i) {
             provider->push_tool_call("add_note", {{"title", "bench"}});
