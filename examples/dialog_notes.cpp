@@ -2,8 +2,9 @@
 //
 // The caller's state is one list cell. A handler tool (`add_note`) appends to it; a pattern
 // tool (`summarise_notes`) reads it and returns a summary; a result schema makes the dialog
-// offer `presentResult`, whose call becomes the instance's structured result. A scripted
-// provider plays the model, so the program needs no network and no API key.
+// offer `presentResult`, whose call becomes the instance's structured result. At the end an
+// instance is kept in SQLite and comes back whole in a new Dialog. A scripted provider plays
+// the model, so the program needs no network and no API key.
 
 #include <ullm/client/client.hpp>
 #include <ullm/core/json.hpp>
@@ -12,16 +13,20 @@
 #include <ullm/dialog/dialog.hpp>
 #include <ullm/dialog/generate_object.hpp>
 #include <ullm/providers/scripted_provider.hpp>
+#include <ullm/store/sqlite_session_store.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <stop_token>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -107,7 +112,7 @@ int main() try {
 
     // The model: one queued answer per request, in order. Alice's turn takes five rounds
     // (add, add, summarise, present, answer); bob's two; generate_object two (add, present);
-    // carol's one.
+    // carol's one; dave's three (pin, present, answer), then one after the restart.
     auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
     provider->push_tool_call("add_note", {{"title", "Milk"}, {"text", "Buy two litres"}});
     provider->push_tool_call("add_note", {{"title", "Mum"}, {"text", "Call about Sunday"}});
@@ -119,6 +124,10 @@ int main() try {
     provider->push_tool_call("add_note", {{"title", "Tea"}, {"text", "Buy green tea"}});
     provider->push_tool_call("presentResult", {{"count", 3}, {"titles", {"Milk", "Mum", "Tea"}}});
     provider->push_text("That is 3 notes.");
+    provider->push_tool_call("pin", {{"path", notes.to_string()}, {"name", "My notes"}});
+    provider->push_tool_call("presentResult", {{"count", 3}, {"titles", {"Milk", "Mum", "Tea"}}});
+    provider->push_text("Pinned. You have 3 notes.");
+    provider->push_text("Still 3 notes, and they stay pinned.");
     const ullm::Client client({.default_model = "scripted/notes", .providers = {provider}});
 
     // The pattern tool's `notes` parameter is pre-filled: the model neither sees nor sets it.
@@ -164,6 +173,33 @@ int main() try {
     (void)dialog.append("carol", generated.messages);
     const auto carol = dialog.send("carol", "And how many is that?");
     fmt::print("carol> And how many is that?\nassistant> {}\n", carol.text);
+
+    // Persisted instances: with a session store each instance is written after every turn,
+    // and a new Dialog over the same store (a restarted process) loads it on first use:
+    // transcript, pins, result and turn id.
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("ullm-dialog-notes-" + std::to_string(::getpid()) + ".db");
+    {  // The store closes at the end of this block, before its file is removed.
+        const ullm::DialogOptions stored{.system = "You keep the user's notes.",
+                                         .tools = {ullm::DialogTool::handler("add_note", add_note)},
+                                         .result_schema = summary,
+                                         .session_store = ullm::SqliteSessionStore::open(path)};
+        {
+            ullm::Dialog before_restart(client, space, stored);
+            (void)before_restart.send("dave", "Pin my notes and sum them up.");
+        }
+        ullm::Dialog after_restart(client, space, stored);
+        const auto dave = after_restart.info("dave");
+        fmt::print("\ndave after a restart: {} messages, turn {}, result {}, notes pinned: {}\n",
+                   after_restart.transcript("dave").size(), dave.turn_id,
+                   dave.result.value().dump(),
+                   after_restart.system_prompt("dave").find("## My notes") != std::string::npos);
+        const auto next = after_restart.send("dave", "How many now?");
+        fmt::print("dave> How many now?\nassistant> {} (turn {})\n", next.text, next.turn_id);
+    }
+    std::filesystem::remove(path);
+    std::filesystem::remove(path.string() + "-wal");
+    std::filesystem::remove(path.string() + "-shm");
     return 0;
 } catch (const std::exception& error) {
     std::fprintf(stderr, "dialog_notes failed: %s\n", error.what());
