@@ -25,6 +25,7 @@ struct Client::State {
     RetryPolicy retry;
     std::shared_ptr<const PriceTable> prices;
     std::shared_ptr<SessionStore> session_store;
+    std::function<void(const UsageReport&)> on_usage;
     mutable std::shared_mutex mutex;
     std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
 };
@@ -80,6 +81,17 @@ void price_response(const PriceTable& prices, ChatResponse& response, std::strin
     if (price) response.usage.cost_usd = PriceTable::cost(*price, response.usage);
 }
 
+// Tells `ClientOptions::on_usage` of a finished request; what the callback throws is dropped.
+void report_usage(const Client::State& client, std::string_view provider, const std::string& model,
+                  const Usage& usage, bool streamed, bool skipped) noexcept {
+    if (!client.on_usage) return;
+    try {
+        client.on_usage(UsageReport{std::string(provider), model, usage, streamed, skipped});
+    } catch (...) {
+        // A usage callback cannot fail the request it reports.
+    }
+}
+
 // The provider's encoding of `request`; text that is not valid UTF-8 (which no JSON body can
 // carry) is an `InvalidMessageError`, not a JSON library exception.
 HttpRequest encode(const Provider& provider, const ChatRequest& request, bool stream) {
@@ -114,6 +126,7 @@ public:
         : client_(std::move(client)),
           route_(std::move(route)),
           request_(std::move(request)),
+          skipped_(true),
           on_stop_(std::stop_token{}, [this] { cancel(); }) {
         StreamEvent usage;
         usage.type = StreamEvent::Type::usage_update;
@@ -146,6 +159,8 @@ public:
                         price_response(*client_->prices, *event.response, route_.provider->name(),
                                        request_.model);
                         event.usage = event.response->usage;
+                        report_usage(*client_, route_.provider->name(), request_.model,
+                                     event.response->usage, true, skipped_);
                     }
                     response_ = event.response;
                     finished_ = true;
@@ -265,6 +280,7 @@ private:
     std::exception_ptr deferred_error_;
     int attempt_ = 1;
     bool finished_ = false;
+    bool skipped_ = false;  ///< A budget skipped the request: nothing is sent.
     std::stop_callback<std::function<void()>> on_stop_;
 };
 
@@ -291,6 +307,7 @@ Client::Client(ClientOptions options) : state_(std::make_shared<State>()) {
         options.transport ? std::move(options.transport) : std::make_shared<CurlTransport>();
     state_->retry = options.retry;
     state_->session_store = std::move(options.session_store);
+    state_->on_usage = std::move(options.on_usage);
     state_->prices = options.prices ? std::move(options.prices)
                                     : std::shared_ptr<const PriceTable>(std::shared_ptr<void>(),
                                                                         &PriceTable::builtin());
@@ -415,6 +432,7 @@ ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
                           route.provider->name(), false);
     const auto priced = [&](ChatResponse response) {
         price_response(*state_->prices, response, route.provider->name(), request.model);
+        report_usage(*state_, route.provider->name(), request.model, response.usage, false, false);
         return response;
     };
     if (route.provider->offline()) return priced(route.provider->respond(request, stop));
@@ -493,7 +511,10 @@ Route checked_route(const Client& client, const ChatRequest& request, const Call
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop,
                               const CallBudget& budget) const {
     const Route route = checked_route(*this, request, budget, false);
-    if (auto skipped = within_budget(*this, request, route, budget)) return std::move(*skipped);
+    if (auto skipped = within_budget(*this, request, route, budget)) {
+        report_usage(*state_, route.provider->name(), route.model, skipped->usage, false, true);
+        return std::move(*skipped);
+    }
     return complete(std::move(request), std::move(stop));
 }
 

@@ -4,7 +4,9 @@
 #include <ullm/providers/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
+#include <functional>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -19,16 +21,17 @@ namespace {
 
 // $10 per million tokens in and out: a round of 1,000 + 1,000 tokens costs $0.02, and the
 // estimate of a short request with max_tokens 100 is a little over $0.001.
+std::shared_ptr<const ullm::PriceTable> ten_dollars() {
+    return std::make_shared<const ullm::PriceTable>(ullm::PriceTable::parse(
+        {{"models",
+          {{"scripted/*", {{"input", 10}, {"output", 10}, {"lastUpdated", "2026-11-01"}}}}}}));
+}
+
 struct Priced {
     std::shared_ptr<ullm::ScriptedProvider> provider =
         std::make_shared<ullm::ScriptedProvider>("scripted");
     ullm::Client client{
-        {.default_model = "scripted/model-a",
-         .providers = {provider},
-         .prices = std::make_shared<const ullm::PriceTable>(ullm::PriceTable::parse(
-             {{"models",
-               {{"scripted/*",
-                 {{"input", 10}, {"output", 10}, {"lastUpdated", "2026-11-01"}}}}}}))}};
+        {.default_model = "scripted/model-a", .providers = {provider}, .prices = ten_dollars()}};
 
     void answer(const std::string& text) { provider->push_text(text, thousand()); }
     void call_tool() { provider->push_tool_call("echo", {{"value", 1}}, "", "", thousand()); }
@@ -331,4 +334,83 @@ TEST_CASE("a direct call's budget is checked before anything is sent", "[budget]
           "unknown_model_pricing");
     CHECK(p.provider->requests().empty());
     CHECK(unpriced->requests().empty());
+}
+
+namespace {
+
+// Collects what ClientOptions::on_usage is told; the first call throws, which must not matter.
+struct UsageLog {
+    std::mutex mutex;
+    std::vector<ullm::UsageReport> reports;
+
+    std::function<void(const ullm::UsageReport&)> callback() {
+        return [this](const ullm::UsageReport& report) {
+            std::lock_guard lock(mutex);
+            reports.push_back(report);
+            if (reports.size() == 1) throw std::runtime_error("ignored");
+        };
+    }
+};
+
+}  // namespace
+
+TEST_CASE("on_usage hears of every finished request once, and of a skipped direct call",
+          "[budget][client]") {
+    UsageLog log;
+    auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
+    const ullm::Client client({.default_model = "scripted/model-a",
+                               .providers = {provider},
+                               .prices = ten_dollars(),
+                               .on_usage = log.callback()});
+    const ullm::Usage thousand{1000, 1000, 0, 0, 0, std::nullopt};
+
+    provider->push_text("one", thousand);
+    CHECK(client.complete(short_request()).text == "one");  // the callback's throw is dropped
+    provider->push_text("two", thousand);
+    auto stream = client.stream(short_request());
+    for (const auto& event : stream) (void)event;
+    provider->push_error(std::make_exception_ptr(
+        ullm::ProviderError("provider_overloaded", "Overloaded", 529, false)));
+    CHECK(error_code_of([&] { (void)client.complete(short_request()); }) == "provider_overloaded");
+    // A conversation's rounds are requests too: a tool round and the answer.
+    provider->push_tool_call("echo", {{"value", 1}}, "", "", thousand);
+    provider->push_text("three", thousand);
+    auto conversation = client.conversation({.tools = {echo_tool()}});
+    (void)conversation.send("go");
+    // A skipped direct call: nothing sent, one zero-cost report.
+    (void)client.complete(short_request(), {}, {.usd = 0.0005, .action = ullm::BudgetAction::skip});
+
+    std::lock_guard lock(log.mutex);
+    REQUIRE(log.reports.size() == 5);
+    CHECK_FALSE(log.reports[0].streamed);
+    CHECK(log.reports[0].usage.cost_usd == Approx(0.02));
+    CHECK(log.reports[0].provider == "scripted");
+    CHECK(log.reports[0].model == "model-a");
+    CHECK(log.reports[1].streamed);
+    CHECK(log.reports[1].usage.output_tokens == 1000);
+    CHECK(log.reports[2].usage.input_tokens == 1000);  // the tool round
+    CHECK(log.reports[3].usage.input_tokens == 1000);  // the answer
+    for (std::size_t i = 0; i < 4; ++i) CHECK_FALSE(log.reports[i].budget_skipped);
+    CHECK(log.reports[4].budget_skipped);
+    CHECK(log.reports[4].usage.input_tokens == 0);
+    CHECK(log.reports[4].usage.cost_usd == 0.0);
+    CHECK(provider->requests().size() == 5);  // the failed one was sent, the skipped one not
+}
+
+TEST_CASE("a skipped direct stream reports one zero-cost usage", "[budget][client]") {
+    UsageLog log;
+    Priced p;
+    const ullm::Client client({.default_model = "scripted/model-a",
+                               .providers = {p.provider},
+                               .prices = ten_dollars(),
+                               .on_usage = log.callback()});
+    auto stream =
+        client.stream(short_request(), {}, {.usd = 0.0005, .action = ullm::BudgetAction::skip});
+    for (const auto& event : stream) (void)event;
+    std::lock_guard lock(log.mutex);
+    REQUIRE(log.reports.size() == 1);
+    CHECK(log.reports[0].streamed);
+    CHECK(log.reports[0].budget_skipped);
+    CHECK(log.reports[0].usage.cost_usd == 0.0);
+    CHECK(p.provider->requests().empty());
 }

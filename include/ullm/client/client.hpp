@@ -12,6 +12,7 @@
 #include <ullm/providers/provider.hpp>
 #include <ullm/store/session_store.hpp>
 
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -22,6 +23,17 @@ namespace ullm {
 
 class Conversation;
 struct ConversationOptions;
+
+/// One finished model request, as `ClientOptions::on_usage` is told of it.
+struct UsageReport {
+    std::string provider;
+    std::string model;  ///< The model id the request was routed to.
+    Usage usage;        ///< As priced: `cost_usd` is set when the model has a price.
+    bool streamed = false;
+    /// A direct call that its budget skipped (`BudgetAction::skip`): nothing was sent and the
+    /// usage is zero.
+    bool budget_skipped = false;
+};
 
 /// Settings of a `Client`. A value type.
 struct ClientOptions {
@@ -38,6 +50,12 @@ struct ClientOptions {
     /// Where conversations persist after every committed turn and are restored from by
     /// session id; conversations live in memory only when null. See `SqliteSessionStore`.
     std::shared_ptr<SessionStore> session_store;
+    /// Told of every finished model request: each `complete`, each stream's `done` (the rounds
+    /// of conversations and dialogs included), and, with zero usage, each direct call a budget
+    /// skipped. Failed and cancelled requests are not reported. Called on the thread that
+    /// finished the request, possibly from several threads at once; exceptions it throws are
+    /// ignored.
+    std::function<void(const UsageReport&)> on_usage;
 };
 
 /// What a request may cost before it is sent.
@@ -122,7 +140,7 @@ public:
     /// The price table in use.
     [[nodiscard]] const PriceTable& prices() const noexcept;
 
-    /// The options this client was built with (providers excluded).
+    /// The retry policy of the requests and streams.
     [[nodiscard]] const RetryPolicy& retry_policy() const noexcept;
 
     struct State;
