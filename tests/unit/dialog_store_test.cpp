@@ -8,6 +8,7 @@
 #include <ullm/store/memory_session_store.hpp>
 #include <ullm/tools/schema.hpp>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -186,4 +187,59 @@ TEST_CASE("two dialogs writing one stored instance: the late writer fails, then 
     CHECK(retried.turn_id == 2);  // After the stored turn 1 (left's), whatever right tried.
     CHECK(s.record("alice")["turn_id"] == 2);
     CHECK(left.transcript("alice").size() == 4);  // left has not looked since
+}
+
+namespace {
+
+// A store whose writes fail while `broken` is set; reads and the rest pass through.
+class FlakyStore final : public ullm::SessionStore {
+public:
+    std::shared_ptr<ullm::MemorySessionStore> inner = std::make_shared<ullm::MemorySessionStore>();
+    std::atomic<bool> broken{false};
+
+    std::optional<ullm::StoredSession> get(std::string_view tenant,
+                                           std::string_view session_id) override {
+        return inner->get(tenant, session_id);
+    }
+    std::uint64_t put(std::string_view tenant, std::string_view session_id,
+                      std::string_view snapshot, std::uint64_t expected_version) override {
+        if (broken) throw ullm::SessionStoreError("the disk is full");
+        return inner->put(tenant, session_id, snapshot, expected_version);
+    }
+    bool remove(std::string_view tenant, std::string_view session_id) override {
+        return inner->remove(tenant, session_id);
+    }
+    ullm::SessionPage list(std::string_view tenant,
+                           const ullm::SessionListOptions& options) override {
+        return inner->list(tenant, options);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a dialog turn whose record cannot be written fails and keeps nothing",
+          "[dialog][dialog_store]") {
+    Stored s;
+    auto flaky = std::make_shared<FlakyStore>();
+    ullm::Dialog dialog(s.client, s.space, {.session_store = flaky});
+    s.provider->push_text("first answer");
+    REQUIRE(dialog.send("alice", "first").status == ullm::DialogTurnStatus::completed);
+    const auto stored = flaky->inner->get("", "alice")->snapshot;
+
+    flaky->broken = true;
+    s.provider->push_text("lost answer");
+    const auto failed = dialog.send("alice", "second");
+    CHECK(failed.status == ullm::DialogTurnStatus::failed);
+    CHECK(failed.error_code == "session_store_failed");
+    CHECK(dialog.transcript("alice").size() == 2);  // the turn is not kept in memory either
+    CHECK(flaky->inner->get("", "alice")->snapshot == stored);
+    CHECK_FALSE(dialog.info("alice").pending);
+
+    flaky->broken = false;
+    s.provider->push_text("second answer");
+    const auto retried = dialog.send("alice", "second");
+    CHECK(retried.status == ullm::DialogTurnStatus::completed);
+    CHECK(dialog.transcript("alice").size() == 4);
+    CHECK(ullm::Dialog(s.client, s.space, {.session_store = flaky}).transcript("alice") ==
+          dialog.transcript("alice"));
 }
