@@ -477,7 +477,7 @@ class DeafProvider final : public ullm::Provider {
 public:
     std::shared_ptr<ullm::ScriptedProvider> inner =
         std::make_shared<ullm::ScriptedProvider>("deaf");
-    std::atomic<bool> entered{false};
+    mutable std::atomic<bool> entered{false};  // set by the const respond()
     std::atomic<bool> release{false};
 
     [[nodiscard]] std::string_view name() const noexcept override { return "deaf"; }
@@ -499,7 +499,7 @@ public:
     [[nodiscard]] bool offline() const noexcept override { return true; }
     [[nodiscard]] ullm::ChatResponse respond(const ullm::ChatRequest& request,
                                              std::stop_token) const override {
-        const_cast<std::atomic<bool>&>(entered) = true;
+        entered = true;
         while (!release) std::this_thread::sleep_for(1ms);
         return inner->respond(request, {});
     }
