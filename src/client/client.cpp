@@ -425,25 +425,58 @@ Route Client::route(std::string_view model) const {
                                       "\"; name one as provider/model (configured: " + known + ")");
 }
 
-ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
-    Route route = this->route(request.model);
+namespace {
+
+// Routes `request` (its model becomes the provider's id) and refuses what the model cannot do,
+// for every provider, custom ones included. Before any I/O.
+Route routed(const Client& client, ChatRequest& request, bool stream) {
+    Route route = client.route(request.model);
     request.model = route.model;
     detail::check_request(request, route.provider->capabilities(request.model),
-                          route.provider->name(), false);
+                          route.provider->name(), stream);
+    return route;
+}
+
+// `Client::estimate` of a request already routed to `route`.
+CostEstimate estimate_routed(const PriceTable& prices, const Route& route,
+                             const ChatRequest& request) {
+    CostEstimate estimate;
+    estimate.price = prices.require(route.provider->name(), route.model);
+    // About four characters per token of the prompt as the provider will see it.
+    std::size_t characters = request.system.size();
+    for (const auto& message : request.messages) {
+        characters += message_to_json(message, false).dump().size();
+    }
+    for (const auto& tool : request.tools) {
+        characters += tool.name.size() + tool.description.size() + tool.parameters.dump().size();
+    }
+    estimate.input_tokens = static_cast<std::int64_t>((characters + 3) / 4);
+    estimate.max_output_tokens = request.max_tokens.value_or(4096);
+    estimate.input_cost_usd =
+        PriceTable::cost(estimate.price, Usage{estimate.input_tokens, 0, 0, 0, 0, std::nullopt});
+    estimate.max_cost_usd = PriceTable::cost(
+        estimate.price,
+        Usage{estimate.input_tokens, estimate.max_output_tokens, 0, 0, 0, std::nullopt});
+    return estimate;
+}
+
+// Sends a routed, checked request, retrying what the retry policy allows.
+ChatResponse complete_routed(const Client::State& state, const Route& route,
+                             const ChatRequest& request, std::stop_token stop) {
     const auto priced = [&](ChatResponse response) {
-        price_response(*state_->prices, response, route.provider->name(), request.model);
-        report_usage(*state_, route.provider->name(), request.model, response.usage, false, false);
+        price_response(*state.prices, response, route.provider->name(), request.model);
+        report_usage(state, route.provider->name(), request.model, response.usage, false, false);
         return response;
     };
     if (route.provider->offline()) return priced(route.provider->respond(request, stop));
     const HttpRequest http = encode(*route.provider, request, false);
     for (int attempt = 1;; ++attempt) {
         try {
-            return priced(route.provider->decode(state_->transport->send(http, stop), request));
+            return priced(route.provider->decode(state.transport->send(http, stop), request));
         } catch (const CancelledError&) {
             throw;
         } catch (const Error& error) {
-            const auto delay = retry_delay(state_->retry, error, attempt);
+            const auto delay = retry_delay(state.retry, error, attempt);
             if (!delay) throw;
             if (!RetryPolicy::sleep(*delay, stop))
                 throw CancelledError("the request was cancelled");
@@ -451,23 +484,11 @@ ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
     }
 }
 
-ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
-    Route route = this->route(request.model);
-    request.model = route.model;
-    // What the model cannot do is refused here for every provider, custom ones included.
-    detail::check_request(request, route.provider->capabilities(request.model),
-                          route.provider->name(), true);
-    return ChatStream(std::make_unique<detail::ChatStreamState>(
-        state_, std::move(route), std::move(request), std::move(stop)));
-}
-
-namespace {
-
-// Whether `request` (routed to `route`) may be sent within `budget`: nullopt to send it, or the
-// response of a skipped request. Throws `BudgetExceededError` for `throw`.
-std::optional<ChatResponse> within_budget(const Client& client, const ChatRequest& request,
+// Whether a routed `request` may be sent within `budget`: nullopt to send it, or the response
+// of a skipped request. Throws `BudgetExceededError` for `throw`.
+std::optional<ChatResponse> within_budget(const Client::State& state, const ChatRequest& request,
                                           const Route& route, const CallBudget& budget) {
-    const CostEstimate estimate = client.estimate(request);
+    const CostEstimate estimate = estimate_routed(*state.prices, route, request);
     if (estimate.max_cost_usd <= budget.usd) return std::nullopt;
     const std::string provider(route.provider->name());
     const std::string message = "the request to " + provider + "/" + route.model +
@@ -493,40 +514,45 @@ std::optional<ChatResponse> within_budget(const Client& client, const ChatReques
     return detail::budget_skipped_response(message, route.model, provider);
 }
 
-// The route of `request`, after the checks `complete` and `stream` make before any I/O.
-Route checked_route(const Client& client, const ChatRequest& request, const CallBudget& budget,
-                    bool stream) {
+void check_call_budget(const CallBudget& budget) {
     detail::check_budget(budget.usd, "CallBudget::usd");
     detail::check_budget_action(budget.action);
-    Route route = client.route(request.model);
-    ChatRequest routed = request;
-    routed.model = route.model;
-    detail::check_request(routed, route.provider->capabilities(routed.model),
-                          route.provider->name(), stream);
-    return route;
 }
 
 }  // namespace
 
+ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
+    const Route route = routed(*this, request, false);
+    return complete_routed(*state_, route, request, std::move(stop));
+}
+
+ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
+    Route route = routed(*this, request, true);
+    return ChatStream(std::make_unique<detail::ChatStreamState>(
+        state_, std::move(route), std::move(request), std::move(stop)));
+}
+
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop,
                               const CallBudget& budget) const {
-    const Route route = checked_route(*this, request, budget, false);
-    if (auto skipped = within_budget(*this, request, route, budget)) {
+    check_call_budget(budget);
+    const Route route = routed(*this, request, false);
+    if (auto skipped = within_budget(*state_, request, route, budget)) {
         report_usage(*state_, route.provider->name(), route.model, skipped->usage, false, true);
         return std::move(*skipped);
     }
-    return complete(std::move(request), std::move(stop));
+    return complete_routed(*state_, route, request, std::move(stop));
 }
 
 ChatStream Client::stream(ChatRequest request, std::stop_token stop,
                           const CallBudget& budget) const {
-    Route route = checked_route(*this, request, budget, true);
-    if (auto skipped = within_budget(*this, request, route, budget)) {
-        request.model = route.model;
+    check_call_budget(budget);
+    Route route = routed(*this, request, true);
+    if (auto skipped = within_budget(*state_, request, route, budget)) {
         return ChatStream(std::make_unique<detail::ChatStreamState>(
             state_, std::move(route), std::move(request), std::move(*skipped)));
     }
-    return stream(std::move(request), std::move(stop));
+    return ChatStream(std::make_unique<detail::ChatStreamState>(
+        state_, std::move(route), std::move(request), std::move(stop)));
 }
 
 const std::shared_ptr<SessionStore>& Client::session_store() const noexcept {
@@ -538,25 +564,7 @@ const PriceTable& Client::prices() const noexcept {
 }
 
 CostEstimate Client::estimate(const ChatRequest& request) const {
-    const Route route = this->route(request.model);
-    CostEstimate estimate;
-    estimate.price = state_->prices->require(route.provider->name(), route.model);
-    // About four characters per token of the prompt as the provider will see it.
-    std::size_t characters = request.system.size();
-    for (const auto& message : request.messages) {
-        characters += message_to_json(message, false).dump().size();
-    }
-    for (const auto& tool : request.tools) {
-        characters += tool.name.size() + tool.description.size() + tool.parameters.dump().size();
-    }
-    estimate.input_tokens = static_cast<std::int64_t>((characters + 3) / 4);
-    estimate.max_output_tokens = request.max_tokens.value_or(4096);
-    estimate.input_cost_usd =
-        PriceTable::cost(estimate.price, Usage{estimate.input_tokens, 0, 0, 0, 0, std::nullopt});
-    estimate.max_cost_usd = PriceTable::cost(
-        estimate.price,
-        Usage{estimate.input_tokens, estimate.max_output_tokens, 0, 0, 0, std::nullopt});
-    return estimate;
+    return estimate_routed(*state_->prices, route(request.model), request);
 }
 
 }  // namespace ullm

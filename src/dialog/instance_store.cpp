@@ -75,7 +75,10 @@ json instance_record_to_json(json conversation, const DialogInstanceRecord& reco
     return out;
 }
 
-std::pair<json, DialogInstanceRecord> parse_instance_record(const json& value) {
+namespace {
+
+// Everything of a record but its conversation snapshot, checked.
+DialogInstanceRecord parse_instance_part(const json& value) {
     check_keys(value, "",
                {"format", "format_version", "conversation", "pins", "pattern_instances", "turn_id"},
                {"result"});
@@ -85,12 +88,6 @@ std::pair<json, DialogInstanceRecord> parse_instance_record(const json& value) {
     if (value["format_version"] != record_format_version) {
         refuse("/format_version", "must be " + std::to_string(record_format_version) +
                                       " (a record from another version of ullm)");
-    }
-    // The conversation's part, checked here so that nothing is applied from a bad record.
-    try {
-        (void)parse_snapshot(value["conversation"]);
-    } catch (const InvalidConversationSnapshotError& error) {
-        refuse("/conversation" + error.path(), error.constraint());
     }
     DialogInstanceRecord record;
     const json& pins = list_at(value, "pins");
@@ -121,6 +118,19 @@ std::pair<json, DialogInstanceRecord> parse_instance_record(const json& value) {
         }
         record.result = value["result"];
     }
+    return record;
+}
+
+}  // namespace
+
+std::pair<json, DialogInstanceRecord> parse_instance_record(const json& value) {
+    DialogInstanceRecord record = parse_instance_part(value);
+    // The conversation's part, checked here so that nothing is applied from a bad record.
+    try {
+        (void)parse_snapshot(value["conversation"]);
+    } catch (const InvalidConversationSnapshotError& error) {
+        refuse("/conversation" + error.path(), error.constraint());
+    }
     return {value["conversation"], std::move(record)};
 }
 
@@ -150,9 +160,17 @@ std::optional<StoredSession> InstanceStore::get(std::string_view tenant,
 
 std::uint64_t InstanceStore::put(std::string_view tenant, std::string_view session_id,
                                  std::string_view snapshot, std::uint64_t expected_version) {
+    // The conversation checked its snapshot before handing it over; the rest is checked here,
+    // so that nothing a load would refuse is stored.
     const json record = instance_record_to_json(json::parse(snapshot), read_());
-    (void)parse_instance_record(record);  // Never store what a restore would refuse.
-    return inner_->put(tenant, session_id, record.dump(), expected_version);
+    (void)parse_instance_part(record);
+    std::string text;
+    try {
+        text = record.dump();
+    } catch (const json::type_error&) {
+        refuse("", "holds a string that is not valid UTF-8");
+    }
+    return inner_->put(tenant, session_id, text, expected_version);
 }
 
 bool InstanceStore::remove(std::string_view tenant, std::string_view session_id) {
