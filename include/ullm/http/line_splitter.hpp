@@ -5,6 +5,7 @@
 /// elements arrive over time (Gemini `streamGenerateContent` without `alt=sse`).
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/stream_start.hpp>
 
 #include <cstddef>
 #include <cstring>
@@ -40,28 +41,9 @@ public:
     /// throws; after an exception the splitter should be discarded.
     template <class OnLine>
     void feed(std::string_view chunk, OnLine&& on_line) {
-        std::size_t start = 0;
-        if (!line_.empty()) {
-            const std::size_t end = find_lf(chunk, 0);
-            if (end == std::string_view::npos) {
-                append_partial(chunk);
-                return;
-            }
-            append_partial(chunk.substr(0, end));
-            const std::string line = take_line();
-            start = end + 1;
-            if (const std::string_view text = clean(line); !text.empty()) on_line(text);
-        }
-        while (start < chunk.size()) {
-            const std::size_t end = find_lf(chunk, start);
-            if (end == std::string_view::npos) {
-                append_partial(chunk.substr(start));
-                return;
-            }
-            const std::string_view text = clean(chunk.substr(start, end - start));
-            start = end + 1;
-            if (!text.empty()) on_line(text);
-        }
+        const auto content = start_.take(chunk);
+        if (!content.held.empty()) feed_content(content.held, on_line);
+        feed_content(content.rest, on_line);
     }
 
     /// Feeds the next bytes and returns the non-blank lines they complete. Throws as the
@@ -79,8 +61,8 @@ public:
     /// otherwise. Throws only `std::bad_alloc`.
     [[nodiscard]] std::optional<std::string> finish() {
         std::string line = take_line();
-        started_ = false;
-        const std::string_view text = clean(line);
+        start_.reset();
+        const std::string_view text = strip(line);
         if (text.empty()) return std::nullopt;
         return std::string(text);
     }
@@ -91,7 +73,35 @@ public:
     }
 
 private:
-    static constexpr std::string_view bom{"\xEF\xBB\xBF"};
+    /// Splits bytes that follow the stream's BOM (if any). Every line is held to the bound,
+    /// whether it arrived whole or in pieces.
+    template <class OnLine>
+    void feed_content(std::string_view chunk, OnLine& on_line) {
+        std::size_t start = 0;
+        if (!line_.empty()) {
+            const std::size_t end = find_lf(chunk, 0);
+            if (end == std::string_view::npos) {
+                append_partial(chunk);
+                return;
+            }
+            append_partial(chunk.substr(0, end));
+            const std::string line = take_line();
+            start = end + 1;
+            if (const std::string_view text = strip(line); !text.empty()) on_line(text);
+        }
+        while (start < chunk.size()) {
+            const std::size_t end = find_lf(chunk, start);
+            if (end == std::string_view::npos) {
+                append_partial(chunk.substr(start));
+                return;
+            }
+            const std::string_view line = chunk.substr(start, end - start);
+            if (line.size() > max_line_bytes_) too_long();
+            const std::string_view text = strip(line);
+            start = end + 1;
+            if (!text.empty()) on_line(text);
+        }
+    }
 
     static std::size_t find_lf(std::string_view text, std::size_t from) noexcept {
         if (from >= text.size()) return std::string_view::npos;
@@ -110,22 +120,14 @@ private:
         return {};
     }
 
-    /// Drops the BOM from the stream's first line, then strips it.
-    std::string_view clean(std::string_view line) noexcept {
-        if (!started_) {
-            started_ = true;
-            if (line.substr(0, bom.size()) == bom) line.remove_prefix(bom.size());
-        }
-        return strip(line);
+    [[noreturn]] void too_long() const {
+        throw ProviderError("invalid_provider_response",
+                            "NDJSON line longer than " + std::to_string(max_line_bytes_) + " bytes",
+                            502, false);
     }
 
     void append_partial(std::string_view bytes) {
-        if (bytes.size() > max_line_bytes_ - line_.size()) {
-            throw ProviderError(
-                "invalid_provider_response",
-                "NDJSON line longer than " + std::to_string(max_line_bytes_) + " bytes", 502,
-                false);
-        }
+        if (bytes.size() > max_line_bytes_ - line_.size()) too_long();
         line_.append(bytes);
     }
 
@@ -136,8 +138,8 @@ private:
     }
 
     std::size_t max_line_bytes_;
-    std::string line_;      // the current unterminated line
-    bool started_ = false;  // the first line (which may carry the BOM) was seen
+    std::string line_;           // the current unterminated line
+    detail::StreamStart start_;  // the BOM at the stream's start, never counted or yielded
 };
 
 /// Splits a streamed top-level JSON array, `[{...},\n{...}]`, into the text of its elements as
@@ -171,8 +173,18 @@ public:
         std::size_t element_start = 0;  // where the current element's bytes in `chunk` begin
         while (i < chunk.size()) {
             if (in_element_) {
-                const std::size_t end = scan_element(chunk, i);
-                if (end == std::string_view::npos) break;
+                // Only the bytes the bound still allows (and one more, the delimiter of a
+                // scalar) are scanned, so that an element over the bound is refused the same
+                // way, with the same error, whether it arrives whole or in pieces.
+                const std::size_t room = max_element_bytes_ - element_.size();
+                const std::size_t window =
+                    room < chunk.size() - element_start ? element_start + room + 1 : chunk.size();
+                const std::size_t end = scan_element(chunk.substr(0, window), i);
+                if (end == std::string_view::npos) {
+                    if (window < chunk.size()) too_long();
+                    break;
+                }
+                if (end - element_start > room) too_long();
                 i = end;
                 in_element_ = false;
                 state_ = State::after_element;
@@ -367,13 +379,15 @@ private:
         return static_cast<std::size_t>(static_cast<const char*>(hit) - base);
     }
 
+    [[noreturn]] void too_long() const {
+        throw ProviderError("invalid_provider_response",
+                            "streamed JSON array element longer than " +
+                                std::to_string(max_element_bytes_) + " bytes",
+                            502, false);
+    }
+
     void append_element(std::string_view bytes) {
-        if (bytes.size() > max_element_bytes_ - element_.size()) {
-            throw ProviderError("invalid_provider_response",
-                                "streamed JSON array element longer than " +
-                                    std::to_string(max_element_bytes_) + " bytes",
-                                502, false);
-        }
+        if (bytes.size() > max_element_bytes_ - element_.size()) too_long();
         element_.append(bytes);
     }
 

@@ -4,6 +4,7 @@
 /// interpretation" rules, for the streaming endpoints of OpenAI, Anthropic and Gemini.
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/stream_start.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -78,6 +79,61 @@ public:
     /// of the chunk is dropped and the parser should be discarded.
     template <class OnEvent>
     void feed(std::string_view chunk, OnEvent&& on_event) {
+        const auto content = start_.take(chunk);
+        if (!content.held.empty()) feed_content(content.held, on_event);
+        feed_content(content.rest, on_event);
+    }
+
+    /// Feeds the next bytes of the stream and returns the events they completed. Throws as the
+    /// callback form does.
+    std::vector<SseEvent> feed(std::string_view chunk) {
+        std::vector<SseEvent> events;
+        feed(chunk, [&events](SseEvent&& event) { events.push_back(std::move(event)); });
+        return events;
+    }
+
+    /// Ends the current stream: reports what was left undispatched, then discards it (the spec
+    /// discards an incomplete event at end of file; callers typically raise
+    /// `StreamTruncatedError` when the result is not `clean()` or no terminal event arrived).
+    /// The last event id and reconnection time are kept, so the parser can then be fed a
+    /// reconnected stream, which may start with its own BOM; the new stream's events keep the
+    /// previous id until it sends a new one. Throws only `std::bad_alloc`.
+    [[nodiscard]] SseStreamEnd finish() {
+        const SseStreamEnd end{has_partial_line(), has_partial_event()};
+        line_.clear();
+        data_.clear();
+        event_type_.clear();
+        id_buffer_ = last_event_id_;
+        block_retry_.reset();
+        has_data_ = false;
+        block_has_fields_ = false;
+        skip_lf_ = false;
+        start_.reset();
+        return end;
+    }
+
+    /// Whether bytes have arrived after the last line terminator. Never throws.
+    /// A stream that so far holds only (part of) a BOM has no line yet.
+    [[nodiscard]] bool has_partial_line() const noexcept { return !line_.empty(); }
+
+    /// Whether fields have arrived since the last blank line without being dispatched.
+    /// Comment lines do not count. Never throws.
+    [[nodiscard]] bool has_partial_event() const noexcept { return block_has_fields_; }
+
+    /// The id the last dispatch left in effect (the value a reconnection sends as
+    /// `Last-Event-ID`); empty when none. Never throws.
+    [[nodiscard]] const std::string& last_event_id() const noexcept { return last_event_id_; }
+
+    /// The reconnection time the server last asked for with `retry:`, in milliseconds; empty
+    /// when it never did. Never throws.
+    [[nodiscard]] std::optional<std::int64_t> reconnection_time_ms() const noexcept {
+        return reconnection_time_ms_;
+    }
+
+private:
+    /// Parses bytes that follow the stream's BOM (if any).
+    template <class OnEvent>
+    void feed_content(std::string_view chunk, OnEvent& on_event) {
         if (chunk.empty()) return;
         if (skip_lf_) {
             // The previous chunk ended with CR; an LF now completes that CRLF.
@@ -109,58 +165,6 @@ public:
             if (ready) on_event(take_event());
         }
     }
-
-    /// Feeds the next bytes of the stream and returns the events they completed. Throws as the
-    /// callback form does.
-    std::vector<SseEvent> feed(std::string_view chunk) {
-        std::vector<SseEvent> events;
-        feed(chunk, [&events](SseEvent&& event) { events.push_back(std::move(event)); });
-        return events;
-    }
-
-    /// Ends the current stream: reports what was left undispatched, then discards it (the spec
-    /// discards an incomplete event at end of file; callers typically raise
-    /// `StreamTruncatedError` when the result is not `clean()` or no terminal event arrived).
-    /// The last event id and reconnection time are kept, so the parser can then be fed a
-    /// reconnected stream, which may start with its own BOM; the new stream's events keep the
-    /// previous id until it sends a new one. Throws only `std::bad_alloc`.
-    [[nodiscard]] SseStreamEnd finish() {
-        const SseStreamEnd end{has_partial_line(), has_partial_event()};
-        line_.clear();
-        data_.clear();
-        event_type_.clear();
-        id_buffer_ = last_event_id_;
-        block_retry_.reset();
-        has_data_ = false;
-        block_has_fields_ = false;
-        skip_lf_ = false;
-        started_ = false;
-        return end;
-    }
-
-    /// Whether bytes have arrived after the last line terminator. Never throws.
-    [[nodiscard]] bool has_partial_line() const noexcept {
-        if (line_.empty()) return false;
-        // A stream that so far holds only (part of) a BOM has no line yet.
-        return started_ || line_.size() > bom.size() || bom.substr(0, line_.size()) != line_;
-    }
-
-    /// Whether fields have arrived since the last blank line without being dispatched.
-    /// Comment lines do not count. Never throws.
-    [[nodiscard]] bool has_partial_event() const noexcept { return block_has_fields_; }
-
-    /// The id the last dispatch left in effect (the value a reconnection sends as
-    /// `Last-Event-ID`); empty when none. Never throws.
-    [[nodiscard]] const std::string& last_event_id() const noexcept { return last_event_id_; }
-
-    /// The reconnection time the server last asked for with `retry:`, in milliseconds; empty
-    /// when it never did. Never throws.
-    [[nodiscard]] std::optional<std::int64_t> reconnection_time_ms() const noexcept {
-        return reconnection_time_ms_;
-    }
-
-private:
-    static constexpr std::string_view bom{"\xEF\xBB\xBF"};
 
     /// Finds line terminators (CR or LF) in one chunk; amortised linear over increasing
     /// positions because each cached hit is only recomputed once passed.
@@ -225,10 +229,6 @@ private:
 
     /// Interprets one complete line; returns true when it completed an event (then in ready_).
     bool process_line(std::string_view line) {
-        if (!started_) {
-            started_ = true;
-            if (line.substr(0, bom.size()) == bom) line.remove_prefix(bom.size());
-        }
         if (line.size() > max_event_bytes_) too_large();
         if (line.empty()) return dispatch();
         if (line.front() == ':') return false;
@@ -308,7 +308,7 @@ private:
     bool has_data_ = false;          // a data field was seen since the last dispatch
     bool block_has_fields_ = false;  // a field line was seen since the last blank line
     bool skip_lf_ = false;           // the last chunk ended with CR
-    bool started_ = false;           // the first line (which may carry the BOM) was processed
+    detail::StreamStart start_;      // the BOM at the stream's start, never counted or parsed
 };
 
 }  // namespace ullm
