@@ -353,6 +353,12 @@ std::string parse_reason(const std::string& what) {
 }  // namespace
 
 ConversationTotals& ConversationTotals::operator+=(const Usage& usage) noexcept {
+    add_tokens(usage);
+    rounds = saturating_add(rounds, 1);
+    return *this;
+}
+
+void ConversationTotals::add_tokens(const Usage& usage) noexcept {
     input_tokens = saturating_add(input_tokens, usage.input_tokens);
     output_tokens = saturating_add(output_tokens, usage.output_tokens);
     reasoning_tokens = saturating_add(reasoning_tokens, usage.reasoning_tokens);
@@ -362,8 +368,6 @@ ConversationTotals& ConversationTotals::operator+=(const Usage& usage) noexcept 
         cost_usd += *usage.cost_usd;
         if (!std::isfinite(cost_usd)) cost_usd = std::numeric_limits<double>::max();
     }
-    rounds = saturating_add(rounds, 1);
-    return *this;
 }
 
 ConversationTotals& ConversationTotals::operator+=(const ConversationTotals& other) noexcept {
@@ -464,6 +468,10 @@ ConversationSnapshot parse_snapshot_text(std::string_view text, const SnapshotLi
     if (text.size() > limits.max_bytes) {
         fail("", "is " + std::to_string(text.size()) + " bytes; at most " +
                      std::to_string(limits.max_bytes) + " are allowed");
+    }
+    // nlohmann's parser ends the text at a NUL byte and would ignore what follows it.
+    if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+        fail("", "is not valid JSON: a NUL byte at byte offset " + std::to_string(nul));
     }
     json value;
     try {

@@ -1,8 +1,11 @@
 #include <ullm/detail/json_checks.hpp>
 
+#include <ullm/core/error.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace ullm::detail {
@@ -42,42 +45,76 @@ JsonSafetyViolation check_json_safe(const json& value, const std::string& path,
     return {};
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at `i` (1 to 4), or 0 when the bytes there are
+// not one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut short).
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i) noexcept {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) return 1;
+    std::size_t length = 0;
+    std::uint32_t code = 0;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+        length = 2;
+        code = lead & 0x1Fu;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+        length = 3;
+        code = lead & 0x0Fu;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        length = 4;
+        code = lead & 0x07u;
+    } else {
+        return 0;  // a continuation byte, an overlong lead (C0, C1) or past F4
+    }
+    if (text.size() - i < length) return 0;
+    for (std::size_t k = 1; k < length; ++k) {
+        const auto next = static_cast<unsigned char>(text[i + k]);
+        if ((next & 0xC0u) != 0x80u) return 0;
+        code = (code << 6) | (next & 0x3Fu);
+    }
+    if ((length == 3 && code < 0x800) || (length == 4 && code < 0x10000) ||
+        (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) {
+        return 0;
+    }
+    return length;
+}
+
+}  // namespace
+
 bool is_valid_utf8(std::string_view text) noexcept {
-    std::size_t i = 0;
-    const std::size_t size = text.size();
-    while (i < size) {
-        const auto lead = static_cast<unsigned char>(text[i]);
-        if (lead < 0x80) {
-            ++i;
-            continue;
-        }
-        std::size_t length = 0;
-        std::uint32_t code = 0;
-        if (lead >= 0xC2 && lead <= 0xDF) {
-            length = 2;
-            code = lead & 0x1Fu;
-        } else if (lead >= 0xE0 && lead <= 0xEF) {
-            length = 3;
-            code = lead & 0x0Fu;
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-            length = 4;
-            code = lead & 0x07u;
-        } else {
-            return false;  // a continuation byte, an overlong lead (C0, C1) or past F4
-        }
-        if (size - i < length) return false;
-        for (std::size_t k = 1; k < length; ++k) {
-            const auto next = static_cast<unsigned char>(text[i + k]);
-            if ((next & 0xC0u) != 0x80u) return false;
-            code = (code << 6) | (next & 0x3Fu);
-        }
-        if ((length == 3 && code < 0x800) || (length == 4 && code < 0x10000) ||
-            (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) {
-            return false;
-        }
+    for (std::size_t i = 0; i < text.size();) {
+        const std::size_t length = utf8_sequence_length(text, i);
+        if (length == 0) return false;
         i += length;
     }
     return true;
+}
+
+std::string valid_utf8(std::string text) {
+    std::size_t i = 0;
+    while (i < text.size()) {
+        const std::size_t length = utf8_sequence_length(text, i);
+        if (length == 0) break;
+        i += length;
+    }
+    if (i == text.size()) return text;
+    std::string out = text.substr(0, i);
+    while (i < text.size()) {
+        const std::size_t length = utf8_sequence_length(text, i);
+        if (length == 0) {
+            out += "\xEF\xBF\xBD";  // U+FFFD for each byte that starts no valid sequence
+            ++i;
+        } else {
+            out.append(text, i, length);
+            i += length;
+        }
+    }
+    return out;
+}
+
+json parse_json_exact(std::string_view text) {
+    if (text.find('\0') != std::string_view::npos) return json(json::value_t::discarded);
+    return json::parse(text, nullptr, false);
 }
 
 bool is_prototype_sensitive_key(std::string_view key) noexcept {

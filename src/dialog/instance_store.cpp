@@ -147,6 +147,9 @@ std::optional<StoredSession> InstanceStore::get(std::string_view tenant,
         return std::nullopt;
     }
     json value;
+    if (const auto nul = stored->snapshot.find('\0'); nul != std::string::npos) {
+        refuse("", "is not JSON: a NUL byte at byte offset " + std::to_string(nul));
+    }
     try {
         value = json::parse(stored->snapshot);
     } catch (const json::exception& error) {

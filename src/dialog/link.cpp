@@ -103,7 +103,7 @@ CellLink parse_link(const json& target) {
     const std::string_view trimmed = trim(text);
     if (!trimmed.empty() && trimmed.front() == '{') {
         // A model sometimes sends the link object serialised into a string.
-        const json inner = json::parse(trimmed, nullptr, false);
+        const json inner = detail::parse_json_exact(trimmed);
         if (inner.is_object()) return parse_link(inner);
     }
     return parse_link_text(text);

@@ -33,10 +33,12 @@ std::optional<double> parse_seconds(std::string_view text) {
     return seconds;
 }
 
+// Beyond any sensible delay (a year); what a server asks past it is capped, avoiding overflow.
+constexpr double max_delay_seconds = 365.0 * 24 * 3600;
+
 std::chrono::milliseconds seconds_to_ms(double seconds) {
-    constexpr double cap = 365.0 * 24 * 3600;  // beyond any sensible delay; avoids overflow
     return std::chrono::milliseconds(
-        static_cast<std::int64_t>(std::ceil(std::min(seconds, cap) * 1000.0)));
+        static_cast<std::int64_t>(std::ceil(std::min(seconds, max_delay_seconds) * 1000.0)));
 }
 
 }  // namespace
@@ -72,6 +74,11 @@ std::optional<std::chrono::milliseconds> RetryPolicy::parse_retry_after(
     const std::string text(value);
     const time_t when = curl_getdate(text.c_str(), nullptr);
     if (when == -1) return std::nullopt;
+    // A date far in the future (year 2300, 9999) does not fit system_clock's nanoseconds:
+    // compare in seconds first and cap the delay as the seconds form is capped.
+    const auto now_seconds = std::chrono::floor<std::chrono::seconds>(now.time_since_epoch());
+    const double ahead = static_cast<double>(when) - static_cast<double>(now_seconds.count());
+    if (ahead > max_delay_seconds) return seconds_to_ms(max_delay_seconds);
     const auto target = std::chrono::system_clock::from_time_t(when);
     if (target <= now) return std::chrono::milliseconds(0);
     return std::chrono::ceil<std::chrono::milliseconds>(target - now);

@@ -1,6 +1,7 @@
 #include <ullm/providers/anthropic.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
@@ -852,7 +853,7 @@ private:
         open.stopped = true;
         const bool streamed = open.partial_json.find_first_not_of(" \t\r\n") != std::string::npos;
         if (streamed) {
-            json input = json::parse(open.partial_json, nullptr, false);
+            json input = detail::parse_json_exact(open.partial_json);
             // Text that is not a JSON object is kept verbatim (see parse_tool_arguments).
             open.block["input"] = !input.is_discarded() && input.is_object()
                                       ? std::move(input)
@@ -1080,7 +1081,7 @@ ChatResponse AnthropicProvider::decode(const HttpResponse& response,
     ErrorOrigin origin{std::string(name()), request.model,
                        response.header("request-id").value_or("")};
     if (response.status < 200 || response.status > 299) {
-        const json body = json::parse(response.body, nullptr, false);
+        const json body = detail::parse_json_exact(response.body);
         ProviderFailure failure = body.is_object() ? failure_from_body(body, response.status)
                                                    : ProviderFailure{response.status, "", "",
                                                                      response.body, std::nullopt};

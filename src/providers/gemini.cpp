@@ -1,6 +1,7 @@
 #include <ullm/providers/gemini.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/http/line_splitter.hpp>
 #include <ullm/http/retry_policy.hpp>
 #include <ullm/http/sse_parser.hpp>
@@ -533,6 +534,11 @@ ProviderFailure failure_from_error(const json& error, int http_status,
     }
     // Gemini answers an invalid API key with 400 INVALID_ARGUMENT; it is a credential failure.
     if (failure.code == "API_KEY_INVALID" && (status == 400 || status == 0)) status = 401;
+    // With no status of its own, an error keeps the response's (a redirect is not a 500), and
+    // one inside a 200 stream is a server failure.
+    if (status == 0 && http_status > 0 && (http_status < 200 || http_status > 299)) {
+        status = http_status;
+    }
     failure.status = status == 0 ? 500 : status;
     if (head != nullptr) {
         if (const auto value = head->header("retry-after")) {
@@ -1261,7 +1267,7 @@ ChatResponse GeminiProvider::decode(const HttpResponse& response,
                                     const ChatRequest& request) const {
     ResponseReader reader(std::string(name()), request, request_id_header(response));
     if (response.status < 200 || response.status > 299) {
-        const json body = json::parse(response.body, nullptr, false);
+        const json body = detail::parse_json_exact(response.body);
         const json* error = body.is_discarded() ? nullptr : error_of(body);
         ProviderFailure failure =
             error != nullptr ? failure_from_error(*error, response.status, &response)

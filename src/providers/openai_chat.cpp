@@ -1,6 +1,7 @@
 #include <ullm/providers/openai_chat.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
@@ -322,7 +323,21 @@ private:
             if (const auto name = string_field(*function, "name"); !name.empty())
                 pending.name += name;
         }
-        if (!pending.started && !pending.name.empty()) {
+        std::string fragment;
+        if (function != call.end() && function->is_object()) {
+            if (const auto arguments = function->find("arguments"); arguments != function->end()) {
+                fragment = arguments->is_string() ? arguments->get<std::string>()
+                           : arguments->is_null() ? std::string()
+                                                  : arguments->dump();
+            }
+        }
+        pending.arguments += fragment;
+        if (!pending.started) {
+            // Arguments before the name are held until the call can be announced; a call that
+            // never gets a name is refused at the end of the stream.
+            if (pending.name.empty()) return;
+            // Servers that send no id (some llama.cpp and Mistral builds) get one from the
+            // index: the documented repair.
             if (pending.id.empty()) pending.id = "call_" + std::to_string(index);
             pending.started = true;
             StreamEvent start;
@@ -330,21 +345,13 @@ private:
             start.tool_call_id = pending.id;
             start.tool_name = pending.name;
             visible_.push(out, std::move(start));
+            fragment = pending.arguments;
         }
-        if (function != call.end() && function->is_object()) {
-            if (const auto arguments = function->find("arguments"); arguments != function->end()) {
-                std::string fragment = arguments->is_string() ? arguments->get<std::string>()
-                                       : arguments->is_null() ? std::string()
-                                                              : arguments->dump();
-                if (!fragment.empty()) {
-                    pending.arguments += fragment;
-                    StreamEvent delta =
-                        detail::delta_event(StreamEvent::Type::tool_call_delta, fragment);
-                    delta.tool_call_id = pending.id;
-                    delta.tool_name = pending.name;
-                    visible_.push(out, std::move(delta));
-                }
-            }
+        if (!fragment.empty()) {
+            StreamEvent delta = detail::delta_event(StreamEvent::Type::tool_call_delta, fragment);
+            delta.tool_call_id = pending.id;
+            delta.tool_name = pending.name;
+            visible_.push(out, std::move(delta));
         }
     }
 
@@ -352,6 +359,11 @@ private:
         if (finished_) return;
         finished_ = true;
         for (auto& [index, pending] : calls_) {
+            if (pending.name.empty()) {
+                throw_invalid_response("the stream sent tool call " + std::to_string(index) +
+                                           " arguments but never its name",
+                                       origin_of(provider_, model_, nullptr, response_id_));
+            }
             if (pending.id.empty()) pending.id = "call_" + std::to_string(index);
             ToolCallPart call{pending.id, pending.name,
                               detail::parse_tool_arguments(pending.arguments)};
@@ -461,7 +473,7 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
                                         const ChatRequest& request) const {
     ErrorOrigin origin = origin_of(name(), request.model, &response);
     if (response.status < 200 || response.status > 299) {
-        const json body = json::parse(response.body, nullptr, false);
+        const json body = detail::parse_json_exact(response.body);
         ProviderFailure failure = body.is_object() ? failure_from_body(body, response.status)
                                                    : ProviderFailure{response.status, "", "",
                                                                      response.body, std::nullopt};

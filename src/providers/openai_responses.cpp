@@ -1,6 +1,7 @@
 #include <ullm/providers/openai_responses.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
@@ -215,7 +216,7 @@ bool is_parallel_wrapper(const DecodeContext& context, std::string_view name) {
 // become one call each, with ids derived from the wrapper's. Empty when `arguments` is not
 // such a wrapper.
 std::vector<ToolCallPart> unwrap_parallel(const std::string& call_id, std::string_view arguments) {
-    const json value = json::parse(arguments, nullptr, false);
+    const json value = detail::parse_json_exact(arguments);
     const json* uses = array_field(value, "tool_uses");
     if (uses == nullptr || uses->empty()) return {};
     std::vector<ToolCallPart> calls;
@@ -499,6 +500,9 @@ void append_text(json& object, const char* key, std::string_view text) {
     value.get_ref<std::string&>().append(text);
 }
 
+// No response has this many output items; a larger `output_index` is hostile or broken.
+constexpr std::int64_t max_output_index = std::int64_t{1} << 16;
+
 // A function_call item as it streams.
 struct PendingCall {
     std::string id;
@@ -611,6 +615,13 @@ private:
         std::int64_t index = -1;
         if (const auto it = payload.find("output_index");
             it != payload.end() && it->is_number_integer()) {
+            if (it->is_number_unsigned()
+                    ? it->get<std::uint64_t>() > static_cast<std::uint64_t>(max_output_index)
+                    : it->get<std::int64_t>() > max_output_index) {
+                throw_invalid_response("a stream event's output_index " + it->dump() +
+                                           " is beyond any response's output",
+                                       origin());
+            }
             index = it->get<std::int64_t>();
         }
         std::string id = string_field(payload, "item_id");
@@ -780,6 +791,12 @@ private:
     void on_arguments(const json& payload, const std::string& text, bool done,
                       std::vector<StreamEvent>& out) {
         const std::int64_t index = index_of(payload);
+        if (calls_.count(index) == 0) {
+            // Arguments for a call the stream never announced cannot be given to a tool.
+            throw_invalid_response("function call arguments arrived for output item " +
+                                       std::to_string(index) + ", which was never added",
+                                   origin());
+        }
         json& item = item_at(index, "function_call");
         if (done) {
             item["arguments"] = text;
@@ -976,7 +993,7 @@ ChatResponse OpenAiResponsesProvider::decode(const HttpResponse& response,
     ErrorOrigin origin{std::string(name()), request.model,
                        response.header("x-request-id").value_or("")};
     if (response.status < 200 || response.status > 299) {
-        const json body = json::parse(response.body, nullptr, false);
+        const json body = detail::parse_json_exact(response.body);
         ProviderFailure failure = body.is_object() ? failure_from(body, response.status)
                                                    : ProviderFailure{response.status, "", "",
                                                                      response.body, std::nullopt};

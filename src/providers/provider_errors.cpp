@@ -1,5 +1,6 @@
 #include <ullm/providers/provider_errors.hpp>
 
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/http/retry_policy.hpp>
 
 #include <algorithm>
@@ -97,7 +98,7 @@ void throw_invalid_response(const std::string& message, const ErrorOrigin& origi
 }
 
 json parse_provider_json(std::string_view body, const ErrorOrigin& origin, std::string_view what) {
-    json value = json::parse(body, nullptr, false);
+    json value = detail::parse_json_exact(body);
     if (value.is_discarded()) {
         std::string prefix = sanitise_provider_message(body.substr(0, 120), 120);
         throw_invalid_response(

@@ -1,6 +1,7 @@
 #include "response_builder.hpp"
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/tools/tool.hpp>
 
 #include <cmath>
@@ -10,7 +11,7 @@ namespace ullm::detail {
 json parse_tool_arguments(std::string_view text) {
     const auto first = text.find_first_not_of(" \t\r\n");
     if (first == std::string_view::npos) return json::object();
-    json value = json::parse(text, nullptr, false);
+    json value = detail::parse_json_exact(text);
     if (value.is_discarded() || !value.is_object()) return json(std::string(text));
     return value;
 }

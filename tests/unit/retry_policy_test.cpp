@@ -89,3 +89,19 @@ TEST_CASE("random_unit stays within [0, 1)", "[retry]") {
         CHECK(value < 1.0);
     }
 }
+
+TEST_CASE("a Retry-After date far in the future is longer than any delay, not overflowed",
+          "[retry]") {
+    const auto now = std::chrono::system_clock::from_time_t(1764547200);  // 2025-12-01Z
+    for (const auto* date : {"Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 2300 00:00:00 GMT",
+                             "Sat, 01 Jan 2262 00:00:00 GMT"}) {
+        INFO(date);
+        const auto hint = RetryPolicy::parse_retry_after(date, now);
+        REQUIRE(hint.has_value());
+        CHECK(*hint >= std::chrono::hours(24 * 365));
+        // Longer than max_server_delay: not retried, instead of retried at once.
+        CHECK_FALSE(RetryPolicy{}.delay_before(1, hint, 0.5).has_value());
+    }
+    CHECK(RetryPolicy::parse_retry_after("Tue, 01 Dec 2026 00:00:00 GMT", now) ==
+          std::chrono::milliseconds(std::chrono::hours(24 * 365)));
+}

@@ -577,3 +577,13 @@ TEST_CASE("conversation totals add usage and count rounds", "[snapshot]") {
     CHECK(encoded["rounds"] == 4);
     CHECK(encoded["cost_usd"] == Approx(0.01));
 }
+
+TEST_CASE("snapshot text with a NUL byte and junk after the JSON is refused", "[snapshot]") {
+    const std::string text = sample_json().dump();
+    const auto with_junk = text_failure(text + "junk");
+    const auto with_nul = text_failure(text + std::string(1, '\0') + "junk");
+    CHECK(with_nul.path.empty());
+    CHECK(contains(with_nul.constraint, "NUL byte at byte offset " + std::to_string(text.size())));
+    CHECK(with_junk.path.empty());
+    CHECK(text_failure(text + std::string(1, '\0')).constraint == with_nul.constraint);
+}

@@ -48,6 +48,12 @@ struct JsonSafetyViolation {
 [[nodiscard]] JsonSafetyViolation check_json_safe(const json& value, const std::string& path,
                                                   std::size_t max_depth = max_json_depth);
 
+/// Parses `text` as exactly one JSON value. Returns a discarded value (`is_discarded()`) when
+/// it is not valid JSON, has anything but whitespace after the value, or holds a NUL byte
+/// anywhere: nlohmann's parser stops at a NUL and ignores what follows, so `{}` NUL `junk`
+/// would otherwise pass where `{}junk` does not.
+[[nodiscard]] json parse_json_exact(std::string_view text);
+
 /// Whether `text` is well-formed UTF-8 (no overlong forms, no surrogates, nothing past
 /// U+10FFFF).
 [[nodiscard]] bool is_valid_utf8(std::string_view text) noexcept;
