@@ -1,6 +1,7 @@
 #include <ullm/client/client.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/redact.hpp>
 #include <ullm/http/curl_transport.hpp>
 #include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/gemini.hpp>
@@ -8,8 +9,10 @@
 #include <ullm/providers/openai_responses.hpp>
 
 #include "../providers/response_builder.hpp"
+#include "response_checks.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -39,6 +42,11 @@ std::string env(const char* name) {
 
 bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
+}
+
+std::string ascii_lower(std::string text) {
+    for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return text;
 }
 
 // Which provider serves a bare model name, and which variable configures it.
@@ -102,6 +110,15 @@ HttpRequest encode(const Provider& provider, const ChatRequest& request, bool st
     }
 }
 
+// Removes the request's secrets from an error: a server may echo a key in an error body, an
+// HTML page or an in-stream event, and the adapters quote such bytes. Done here, for every
+// provider, before anyone else sees the error.
+void redact_secrets(Error& error, const std::vector<std::string>& secrets) {
+    if (secrets.empty()) return;
+    std::string clean = detail::redact(error.message(), secrets);
+    if (clean != error.message()) detail::ErrorEditor::set_message(error, clean);
+}
+
 }  // namespace
 
 namespace detail {
@@ -118,6 +135,7 @@ public:
           encoded_(route_.provider->offline()
                        ? std::nullopt
                        : std::optional<HttpRequest>(encode(*route_.provider, request_, true))),
+          secrets_(encoded_ ? detail::request_secrets(*encoded_) : std::vector<std::string>()),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
 
     // A stream that sends nothing: a zero-cost usage event, then `done` with `skipped`.
@@ -178,7 +196,8 @@ public:
                 pump();
             } catch (const CancelledError&) {
                 throw;
-            } catch (const Error& error) {
+            } catch (Error& error) {
+                redact_secrets(error, secrets_);
                 const bool visible = decoder_ != nullptr && decoder_->produced_visible_event();
                 const auto delay = visible || route_.provider->offline()
                                        ? std::nullopt
@@ -210,9 +229,13 @@ private:
             ++attempt_;
         }
         if (route_.provider->offline()) {
-            if (!source_) source_ = route_.provider->respond_stream(request_, stop_.get_token());
+            if (!source_) {
+                source_ = route_.provider->respond_stream(request_, stop_.get_token());
+                checker_.emplace(origin());
+            }
             StreamEvent event;
             if (source_->next(event)) {
+                checker_->check(event);
                 pending_.push_back(std::move(event));
             } else if (!response_) {
                 throw StreamTruncatedError("the scripted stream ended without a done event");
@@ -231,8 +254,22 @@ private:
             if (buffer_.empty()) throw;
             deferred_error_ = std::current_exception();
         }
-        for (auto& event : buffer_) pending_.push_back(std::move(event));
+        for (auto& event : buffer_) {
+            try {
+                checker_->check(event);
+            } catch (...) {
+                // The events before the broken one are delivered, then its error (which came
+                // before any error of the decoder's in the same bytes).
+                deferred_error_ = std::current_exception();
+                break;
+            }
+            pending_.push_back(std::move(event));
+        }
         buffer_.clear();
+    }
+
+    [[nodiscard]] ErrorOrigin origin() const {
+        return {std::string(route_.provider->name()), request_.model, ""};
     }
 
     void start_attempt() {
@@ -253,13 +290,39 @@ private:
                                 "HTTP " + std::to_string(head.status) + " without an error", 502,
                                 false, {std::string(route_.provider->name()), request_.model, ""});
         }
+        check_stream_head(head);
         decoder_ = route_.provider->stream_decoder(request_);
+        checker_.emplace(origin());
+    }
+
+    // Refuses a 2xx stream that cannot be the event stream asked for: a body in an encoding
+    // that was not requested (stream requests ask for none, so the bytes would reach the
+    // parser still compressed) or an HTML page (a proxy's or a captive portal's).
+    void check_stream_head(const HttpResponseHead& head) const {
+        if (const auto encoding = head.header("content-encoding")) {
+            const std::string value = ascii_lower(*encoding);
+            if (!value.empty() && value != "identity") {
+                throw ProviderError("invalid_provider_response",
+                                    "the stream came with Content-Encoding \"" + *encoding +
+                                        "\", which was not asked for",
+                                    502, false, origin());
+            }
+        }
+        if (const auto type = head.header("content-type")) {
+            if (starts_with(ascii_lower(*type), "text/html")) {
+                throw ProviderError(
+                    "invalid_provider_response",
+                    "the stream is an HTML page (Content-Type " + *type + "), not an event stream",
+                    502, false, origin());
+            }
+        }
     }
 
     void reset_attempt() {
         std::lock_guard lock(http_mutex_);
         http_.reset();
         decoder_.reset();
+        checker_.reset();
         buffer_.clear();
     }
 
@@ -267,10 +330,12 @@ private:
     Route route_;
     ChatRequest request_;
     std::optional<HttpRequest> encoded_;
+    std::vector<std::string> secrets_;  ///< Of `encoded_`: kept out of every error.
     std::stop_source stop_;
     std::mutex http_mutex_;
     std::unique_ptr<HttpStream> http_;
     std::unique_ptr<StreamDecoder> decoder_;
+    std::optional<detail::StreamEventChecker> checker_;  ///< Of the current attempt.
     std::unique_ptr<EventSource> source_;
     std::string bytes_;
     std::vector<StreamEvent> buffer_;
@@ -464,18 +529,22 @@ CostEstimate estimate_routed(const PriceTable& prices, const Route& route,
 ChatResponse complete_routed(const Client::State& state, const Route& route,
                              const ChatRequest& request, std::stop_token stop) {
     const auto priced = [&](ChatResponse response) {
+        detail::check_response(
+            response, {std::string(route.provider->name()), request.model, response.request_id});
         price_response(*state.prices, response, route.provider->name(), request.model);
         report_usage(state, route.provider->name(), request.model, response.usage, false, false);
         return response;
     };
     if (route.provider->offline()) return priced(route.provider->respond(request, stop));
     const HttpRequest http = encode(*route.provider, request, false);
+    const std::vector<std::string> secrets = detail::request_secrets(http);
     for (int attempt = 1;; ++attempt) {
         try {
             return priced(route.provider->decode(state.transport->send(http, stop), request));
         } catch (const CancelledError&) {
             throw;
-        } catch (const Error& error) {
+        } catch (Error& error) {
+            redact_secrets(error, secrets);
             const auto delay = retry_delay(state.retry, error, attempt);
             if (!delay) throw;
             if (!RetryPolicy::sleep(*delay, stop))

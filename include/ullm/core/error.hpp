@@ -20,19 +20,38 @@ struct ErrorOrigin {
     std::string request_id;  ///< The provider's request id, when it sent one.
 };
 
-/// Root of every exception ullm throws. Immutable after construction; safe to share.
+class Error;
+
+namespace detail {
+
+/// `text` with every byte that starts no well-formed UTF-8 sequence replaced by U+FFFD, so
+/// that an error message quoting a server's bytes can be logged as JSON.
+[[nodiscard]] std::string valid_utf8(std::string text);
+
+/// Internal: rewrites the message of an error that has not been shared yet (the client
+/// redacts a request's secrets from what a provider's bytes put into an error, then rethrows
+/// it with its type intact).
+struct ErrorEditor {
+    static void set_message(Error& error, const std::string& message);
+};
+
+}  // namespace detail
+
+/// Root of every exception ullm throws. Immutable once thrown to the caller; safe to share.
+/// `what()` and `message()` are always valid UTF-8 (invalid bytes become U+FFFD).
 class Error : public std::runtime_error {
 public:
     /// Builds an error with a stable code, a human message (no secrets), an HTTP-like status
     /// and whether retrying the same operation may succeed.
     Error(std::string code, const std::string& message, int status = 500, bool retryable = false,
           ErrorOrigin origin = {})
-        : std::runtime_error("[ullm." + code + "] " + message),
+        : std::runtime_error(std::string()),
           code_(std::move(code)),
-          message_(message),
           status_(status),
           retryable_(retryable),
-          origin_(std::move(origin)) {}
+          origin_(std::move(origin)) {
+        set_message(message);
+    }
 
     /// The stable identifier of this kind of failure, e.g. `conversation_busy`.
     [[nodiscard]] const std::string& code() const noexcept { return code_; }
@@ -49,12 +68,24 @@ public:
     [[nodiscard]] const std::string& request_id() const noexcept { return origin_.request_id; }
 
 private:
+    friend struct detail::ErrorEditor;
+
+    void set_message(const std::string& message) {
+        message_ = detail::valid_utf8(message);
+        static_cast<std::runtime_error&>(*this) =
+            std::runtime_error("[ullm." + code_ + "] " + message_);
+    }
+
     std::string code_;
     std::string message_;
     int status_;
     bool retryable_;
     ErrorOrigin origin_;
 };
+
+inline void detail::ErrorEditor::set_message(Error& error, const std::string& message) {
+    error.set_message(message);
+}
 
 /// A canonical message, part or usage record failed to parse. `path()` is the JSON pointer of
 /// the offending value and `constraint()` the rule it broke. Code `invalid_message`, status 400.

@@ -1,0 +1,241 @@
+// Malformed tool-call streams and responses fail the round with invalid_provider_response,
+// run no tool and commit nothing: in the client, whatever the provider, and in the decoders
+// that used to repair such streams into calls named "".
+
+#include <ullm/client/client.hpp>
+#include <ullm/conversation/conversation.hpp>
+#include <ullm/core/error.hpp>
+#include <ullm/providers/openai_chat.hpp>
+#include <ullm/providers/openai_responses.hpp>
+#include <ullm/providers/scripted_provider.hpp>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "support/catch.hpp"
+#include "support/error_code.hpp"
+#include "support/scripted_client.hpp"
+
+using ullm::test::error_code_of;
+using Type = ullm::StreamEvent::Type;
+
+namespace {
+
+ullm::StreamEvent start(std::string id, std::string name) {
+    ullm::StreamEvent event;
+    event.type = Type::tool_call_start;
+    event.tool_call_id = std::move(id);
+    event.tool_name = std::move(name);
+    return event;
+}
+
+ullm::StreamEvent delta(std::string id, std::string text) {
+    ullm::StreamEvent event;
+    event.type = Type::tool_call_delta;
+    event.tool_call_id = std::move(id);
+    event.delta = std::move(text);
+    return event;
+}
+
+ullm::StreamEvent end(std::string id, std::string name) {
+    ullm::StreamEvent event;
+    event.type = Type::tool_call_end;
+    event.tool_call_id = id;
+    event.tool_name = name;
+    event.tool_call = ullm::ToolCallPart{std::move(id), std::move(name), ullm::json::object()};
+    return event;
+}
+
+ullm::StreamEvent result(std::string id) {
+    ullm::StreamEvent event;
+    event.type = Type::tool_call_result;
+    event.tool_call_id = id;
+    event.tool_result = ullm::ToolResultPart{std::move(id), "probe", "ran", false};
+    return event;
+}
+
+// A done event whose response holds `calls`.
+ullm::StreamEvent done_with(const std::vector<ullm::ToolCallPart>& calls) {
+    ullm::StreamEvent event;
+    event.type = Type::done;
+    event.response = ullm::test::parallel_calls(calls);
+    return event;
+}
+
+struct Case {
+    const char* label;
+    std::vector<ullm::StreamEvent> events;
+};
+
+std::vector<Case> broken_streams() {
+    const ullm::ToolCallPart call{"c1", "probe", ullm::json::object()};
+    return {
+        {"arguments for an unknown call id",
+         {delta("c9", "{}"), start("c1", "probe"), end("c1", "probe"), done_with({call})}},
+        {"a duplicate start",
+         {start("c1", "probe"), start("c1", "probe"), end("c1", "probe"), done_with({call})}},
+        {"a start and an end naming different tools",
+         {start("c1", "probe"), end("c1", "other"), done_with({call})}},
+        {"a provider-sent tool result",
+         {start("c1", "probe"), end("c1", "probe"), result("c1"), done_with({call})}},
+        {"a started call that never ends", {start("c1", "probe"), done_with({})}},
+        {"a call in the response that was never streamed", {done_with({call})}},
+        {"a start without a name", {start("c1", ""), end("c1", ""), done_with({})}},
+        {"a nameless call in the response",
+         {start("c1", "probe"), end("c1", "probe"),
+          done_with({{"c1", "probe", ullm::json::object()}, {"c2", "", ullm::json::object()}})}},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("a malformed tool-call stream fails the round, runs no tool, commits nothing",
+          "[conversation][malformed]") {
+    for (auto& broken : broken_streams()) {
+        INFO(broken.label);
+        ullm::test::ScriptedClient scripted;
+        std::atomic<int> runs{0};
+        auto probe = ullm::test::tool_running("probe", [&](const ullm::json&, ullm::ToolContext&) {
+            ++runs;
+            return ullm::json("ran");
+        });
+        auto conversation = scripted.client.conversation({.tools = {probe}});
+        scripted.provider->push_events(broken.events);
+        CHECK(error_code_of([&] {
+                  auto stream = conversation.send_stream("go");
+                  for (const auto& event : stream) (void)event;
+              }) == "invalid_provider_response");
+        CHECK(runs == 0);
+        CHECK(conversation.history().empty());
+        // The conversation goes on: the next turn works.
+        scripted.provider->push_text("fine");
+        CHECK(conversation.send("again").text == "fine");
+        CHECK(conversation.history().size() == 2);
+    }
+}
+
+TEST_CASE("a direct stream refuses a malformed tool-call stream", "[client][malformed]") {
+    for (auto& broken : broken_streams()) {
+        INFO(broken.label);
+        ullm::test::ScriptedClient scripted;
+        scripted.provider->push_events(broken.events);
+        ullm::ChatRequest request;
+        request.messages = {ullm::Message::user("go")};
+        bool saw_result = false;
+        CHECK(error_code_of([&] {
+                  auto stream = scripted.client.stream(request);
+                  while (auto event = stream.next()) {
+                      saw_result = saw_result || event->type == Type::tool_call_result;
+                  }
+              }) == "invalid_provider_response");
+        CHECK_FALSE(saw_result);
+    }
+}
+
+TEST_CASE("a response with a nameless, id-less or doubled call is refused by the client",
+          "[client][malformed]") {
+    const std::vector<std::vector<ullm::ToolCallPart>> broken = {
+        {{"c1", "", ullm::json::object()}},
+        {{"", "probe", ullm::json::object()}},
+        {{"c1", "probe", ullm::json::object()}, {"c1", "probe", ullm::json::object()}},
+    };
+    for (const auto& calls : broken) {
+        ullm::test::ScriptedClient scripted;
+        std::atomic<int> runs{0};
+        auto probe = ullm::test::tool_running("probe", [&](const ullm::json&, ullm::ToolContext&) {
+            ++runs;
+            return ullm::json("ran");
+        });
+        auto conversation = scripted.client.conversation({.tools = {probe}});
+        scripted.provider->push(ullm::test::parallel_calls(calls));
+        CHECK(error_code_of([&] { (void)conversation.send("go"); }) == "invalid_provider_response");
+        CHECK(runs == 0);
+        CHECK(conversation.history().empty());
+    }
+}
+
+TEST_CASE("chat completions: arguments for a call that never gets a name are refused",
+          "[openai_chat][malformed]") {
+    const ullm::OpenAiChatProvider provider({.api_key = "k"});
+    ullm::ChatRequest request;
+    request.model = "gpt-4o";
+    const std::string wire =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+        "\"function\":{\"arguments\":\"{\\\"a\\\":1}\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n";
+    auto decoder = provider.stream_decoder(request);
+    std::vector<ullm::StreamEvent> events;
+    CHECK(error_code_of([&] {
+              decoder->feed(wire, events);
+              decoder->finish(events);
+          }) == "invalid_provider_response");
+    for (const auto& event : events) CHECK(event.type != Type::tool_call_delta);
+
+    // Arguments that arrive before the name are held and sent once the call starts; a missing
+    // id is made from the index (the documented repair for servers that send none).
+    const std::string late_name =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+        "\"function\":{\"arguments\":\"{\\\"a\\\":\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,"
+        "\"function\":{\"name\":\"probe\",\"arguments\":\"1}\"}}]}}]}\n\n"
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n";
+    auto second = provider.stream_decoder(request);
+    std::vector<ullm::StreamEvent> out;
+    second->feed(late_name, out);
+    second->finish(out);
+    std::vector<std::string> seen;
+    for (const auto& event : out) {
+        if (event.type == Type::tool_call_start) seen.push_back("start " + event.tool_call_id);
+        if (event.type == Type::tool_call_delta) seen.push_back("delta " + event.delta);
+        if (event.type == Type::tool_call_end) seen.push_back("end " + event.tool_call->name);
+    }
+    CHECK(seen == std::vector<std::string>{"start call_0", "delta {\"a\":1}", "end probe"});
+    CHECK(out.back().response->tool_calls.at(0).arguments == ullm::json{{"a", 1}});
+}
+
+TEST_CASE("responses: an arguments delta for an item never added is refused",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    ullm::ChatRequest request;
+    request.model = "gpt-5-mini";
+    const std::string wire =
+        "data: {\"type\":\"response.created\",\"response\":{\"id\":\"r1\"}}\n\n"
+        "data: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,"
+        "\"item_id\":\"fc_1\",\"delta\":\"{}\"}\n\n";
+    auto decoder = provider.stream_decoder(request);
+    std::vector<ullm::StreamEvent> events;
+    CHECK(error_code_of([&] { decoder->feed(wire, events); }) == "invalid_provider_response");
+    CHECK(events.empty());
+}
+
+TEST_CASE("responses: a hostile output_index is refused, not overflowed",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    ullm::ChatRequest request;
+    request.model = "gpt-5-mini";
+    for (const std::string index :
+         {"9223372036854775807", "18446744073709551615", "65537", "4294967296"}) {
+        INFO(index);
+        const std::string wire =
+            "data: {\"type\":\"response.output_text.delta\",\"output_index\":" + index +
+            ",\"content_index\":9223372036854775807,\"delta\":\"hi\"}\n\n";
+        auto decoder = provider.stream_decoder(request);
+        std::vector<ullm::StreamEvent> events;
+        CHECK(error_code_of([&] { decoder->feed(wire, events); }) == "invalid_provider_response");
+    }
+    // A content_index past the parts so far is taken as the next part, never as a huge array.
+    const std::string wire =
+        "data: {\"type\":\"response.output_text.delta\",\"output_index\":0,"
+        "\"content_index\":9223372036854775807,\"delta\":\"hi\"}\n\n"
+        "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"r1\",\"status\":"
+        "\"completed\"}}\n\n";
+    auto decoder = provider.stream_decoder(request);
+    std::vector<ullm::StreamEvent> events;
+    decoder->feed(wire, events);
+    decoder->finish(events);
+    REQUIRE(events.back().type == Type::done);
+    CHECK(events.back().response->text == "hi");
+}
