@@ -15,6 +15,7 @@
 #include <exception>
 #include <mutex>
 #include <random>
+#include <thread>
 
 namespace ullm {
 
@@ -33,6 +34,8 @@ struct Conversation::State {
     std::uint64_t version = 0;
     std::chrono::system_clock::time_point created_at;
     std::chrono::system_clock::time_point updated_at;
+    /// Spend inside `totals` that the store does not hold yet (see `add_spend`).
+    ConversationTotals unstored;
 
     explicit State(const Client& owner) : client(owner) {}
 
@@ -66,12 +69,56 @@ struct Conversation::State {
         // (a `__proto__` key in a tool result, a snapshot over the size limit) fails here,
         // with the path, uncommitted.
         (void)parse_snapshot_text(text);
+        std::uint64_t stored = 0;
         try {
-            return store->put(options.tenant, options.session_id, text, expected);
+            stored = store->put(options.tenant, options.session_id, text, expected);
         } catch (const SessionStoreConflictError&) {
             // Another writer got there first: take its state, so that retrying the turn works.
             reload();
             throw;
+        }
+        // What is written always holds the totals in memory, so nothing is owed any more.
+        std::lock_guard lock(mutex);
+        unstored = {};
+        return stored;
+    }
+
+    // Counts the spend of a turn that commits no messages (it failed, or was cancelled) and
+    // writes it to the store on top of whatever the store holds: another writer's version
+    // found in between is reloaded and the write tried again, so that spend is never lost to
+    // a race. What still cannot be written (the store fails, or keeps losing races) is owed:
+    // kept in memory, added to every reload, and written with the next commit.
+    void add_spend(const ConversationTotals& spend) noexcept {
+        {
+            std::lock_guard lock(mutex);
+            totals += spend;
+            unstored += spend;
+        }
+        if (!store) return;
+        std::minstd_rand jitter(std::random_device{}());
+        for (int attempt = 0; attempt < 100; ++attempt) {
+            try {
+                std::vector<Message> messages;
+                ConversationTotals sums;
+                {
+                    std::lock_guard lock(mutex);
+                    messages = history;
+                    sums = totals;
+                }
+                const auto now = write_time();
+                const std::uint64_t stored = persist(messages, sums, now);
+                std::lock_guard lock(mutex);
+                version = stored;
+                updated_at = now;
+                return;
+            } catch (const SessionStoreConflictError&) {
+                // persist() took the winner's state (and the owed spend on top): try again,
+                // after a pause that grows, so that racing writers spread out.
+                std::this_thread::sleep_for(std::chrono::microseconds(
+                    std::uniform_int_distribution<int>(0, 100 * (attempt + 1))(jitter)));
+            } catch (...) {
+                return;  // The turn's own error is what the caller needs; the spend is owed.
+            }
         }
     }
 
@@ -95,7 +142,7 @@ struct Conversation::State {
         if (!stored) {
             std::lock_guard lock(mutex);
             history.clear();
-            totals = {};
+            totals = unstored;
             version = 0;
             return;
         }
@@ -111,6 +158,7 @@ struct Conversation::State {
         std::lock_guard lock(mutex);
         history = std::move(snapshot.messages);
         totals = snapshot.totals;
+        totals += unstored;
         version = stored->version;
         created_at = snapshot.created_at;
         updated_at = snapshot.updated_at;
@@ -451,6 +499,8 @@ private:
         ChatRequest request = build_request();
         if (!admit(request)) return;
         ++model_rounds_;
+        // A round counts once its request is under way, even if it never answers.
+        turn_totals_ += ConversationTotals{.rounds = 1};
         if (streaming_) {
             round_stream_.emplace(state_->client.stream(std::move(request), stop_.get_token()));
             phase_ = Phase::streaming;
@@ -473,7 +523,7 @@ private:
 
     void finish_round(ChatResponse response) {
         turn_usage_ += response.usage;
-        turn_totals_ += response.usage;
+        turn_totals_.add_tokens(response.usage);
         // A reply that lands after a cancel belongs to no turn: it is counted, never stored.
         if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
         response.message.role = Role::assistant;
@@ -581,29 +631,8 @@ private:
             }
         }
         if (holds_slot_ && !totals_committed_ && turn_totals_.rounds > 0) {
-            try {
-                std::vector<Message> history;
-                ConversationTotals totals;
-                {
-                    std::lock_guard lock(state_->mutex);
-                    history = state_->history;
-                    totals = state_->totals;
-                }
-                totals += turn_totals_;
-                {
-                    std::lock_guard lock(state_->mutex);
-                    state_->totals = totals;
-                }
-                totals_committed_ = true;
-                const auto now = state_->write_time();
-                const std::uint64_t version = state_->persist(history, totals, now);
-                std::lock_guard lock(state_->mutex);
-                state_->version = version;
-                state_->updated_at = now;
-            } catch (...) {
-                // The turn's own error is what the caller needs; the totals are in memory and
-                // reach the store with the next committed turn.
-            }
+            totals_committed_ = true;
+            state_->add_spend(turn_totals_);
         }
         release_slot();
     }

@@ -189,7 +189,9 @@ TEST_CASE("a failed turn kept by on_interrupted_turn ends with the callback's me
     CHECK(history.back().text() == "failed: provider_overloaded (0 unrun)");
     REQUIRE(seen.size() == 1);
     CHECK(seen[0].message == "Overloaded");
-    CHECK(conversation.totals().rounds == 1);  // The failed request reported no usage.
+    // Both requests were made; the failed one reported no usage but is a round all the same.
+    CHECK(conversation.totals().rounds == 2);
+    CHECK(conversation.totals().input_tokens == 0);
 }
 
 TEST_CASE("calls a failure left unrun are answered in a kept turn", "[conversation]") {

@@ -24,7 +24,9 @@ struct ConversationTotals {
     std::int64_t cached_read_tokens = 0;   ///< Prompt tokens read from the provider's cache.
     std::int64_t cached_write_tokens = 0;  ///< Prompt tokens written to the provider's cache.
     double cost_usd = 0;                   ///< Spend in USD (rounds without a price add 0).
-    std::int64_t rounds = 0;               ///< Model requests made.
+    /// Model requests made: a round counts once its request is under way, so one cancelled
+    /// or failed after it was sent counts too (its retries do not count again).
+    std::int64_t rounds = 0;
     friend bool operator==(const ConversationTotals&, const ConversationTotals&) = default;
 
     /// Adds another set of totals, field by field (saturating).
@@ -34,6 +36,10 @@ struct ConversationTotals {
     /// saturate instead of overflowing; negative counts and negative or non-finite costs add
     /// nothing.
     ConversationTotals& operator+=(const Usage& usage) noexcept;
+
+    /// Adds the tokens and cost of `usage` as `+=` does, without counting a round (for a round
+    /// already counted when its request went out).
+    void add_tokens(const Usage& usage) noexcept;
 };
 
 /// `{"input_tokens": …, "output_tokens": …, …, "cost_usd": …, "rounds": …}`.
