@@ -468,6 +468,103 @@ TEST_CASE("a stall without chunks still sends the head", "[test_server]") {
     CHECK(client.silent_for(100ms));
 }
 
+TEST_CASE("truncate_body_at announces the whole body, sends its start and closes",
+          "[test_server]") {
+    TestServer server;
+    ScriptedResponse response = ScriptedResponse::json(200, R"({"id":"one","text":"two"})");
+    response.truncate_body_at = 9;
+    server.enqueue(response);
+    RawClient client(server.port());
+    client.send(post("/v1/x", "{}"));
+    const auto head = client.read_until("\r\n\r\n");
+    REQUIRE(head.has_value());
+    CHECK(head->find("Content-Length: 25\r\n") != std::string::npos);
+    CHECK(head->find("Transfer-Encoding") == std::string::npos);
+    CHECK(client.read_exact(9) == std::optional<std::string>(R"({"id":"on)"));
+    CHECK(client.closed_by_server());
+    CHECK(server.wait_for_open_connections(0, patience));
+    CHECK(server.client_aborts() == 0);
+}
+
+TEST_CASE("truncate_body_at with stall holds the cut body open until the client leaves",
+          "[test_server]") {
+    TestServer server;
+    ScriptedResponse response = ScriptedResponse::json(200, R"({"id":"one"})");
+    response.truncate_body_at = 4;
+    response.stall = true;
+    response.chunks = {"ignored"};
+    server.enqueue(response);
+    RawClient client(server.port());
+    client.send(post("/v1/x", "{}"));
+    const auto head = client.read_until("\r\n\r\n");
+    REQUIRE(head.has_value());
+    CHECK(head->find("Content-Length: 12\r\n") != std::string::npos);
+    CHECK(client.read_exact(4) == std::optional<std::string>(R"({"id)"));
+    CHECK(client.silent_for(100ms));
+    client.close();
+    CHECK(server.wait_for_client_aborts(1, patience));
+    CHECK(server.wait_for_open_connections(0, patience));
+}
+
+TEST_CASE("an unframed response sends raw bytes after the head and ends with the close",
+          "[test_server]") {
+    TestServer server;
+    const std::string raw("data: {\"a\":1}\0junk\xff\r\n", 21);
+    server.enqueue({.status = 200,
+                    .headers = {{"Content-Type", "text/event-stream"}},
+                    .body = raw,
+                    .chunks = {"data: 2"},
+                    .chunk_delay = 20ms,
+                    .unframed = true});
+    RawClient client(server.port());
+    client.send(post("/stream", "{}"));
+    const auto head = client.read_until("\r\n\r\n");
+    REQUIRE(head.has_value());
+    CHECK(head->find("Content-Length") == std::string::npos);
+    CHECK(head->find("Transfer-Encoding") == std::string::npos);
+    CHECK(head->find("Connection: close\r\n") != std::string::npos);
+    CHECK(client.read_exact(raw.size() + 7) == std::optional<std::string>(raw + "data: 2"));
+    CHECK(client.closed_by_server());
+    CHECK(server.wait_for_open_connections(0, patience));
+    CHECK(server.client_aborts() == 0);
+}
+
+TEST_CASE("an unframed stall keeps the raw body open until the client leaves", "[test_server]") {
+    TestServer server;
+    server.enqueue({.status = 200, .body = "data: 1\n\n", .stall = true, .unframed = true});
+    RawClient client(server.port());
+    client.send(post("/stream", "{}"));
+    REQUIRE(client.read_until("\r\n\r\n").has_value());
+    CHECK(client.read_exact(9) == std::optional<std::string>("data: 1\n\n"));
+    CHECK(client.silent_for(100ms));
+    client.close();
+    CHECK(server.wait_for_client_aborts(1, patience));
+}
+
+TEST_CASE("gzip_stored makes a gzip member of stored deflate blocks", "[test_server]") {
+    using ullm::test::gzip_stored;
+    // Header, one final stored block (LEN, NLEN), the data, CRC-32 and ISIZE, little-endian.
+    CHECK(gzip_stored("hello") == std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+                                              "\x01\x05\x00\xfa\xff"
+                                              "hello"
+                                              "\x86\xa6\x10\x36"
+                                              "\x05\x00\x00\x00",
+                                              28));
+    // The check value of this CRC-32 (ISO-HDLC, as gzip uses): "123456789" -> 0xCBF43926.
+    const std::string check = gzip_stored("123456789");
+    CHECK(check.substr(check.size() - 8, 4) == "\x26\x39\xf4\xcb");
+    // Empty input: one final empty block.
+    CHECK(gzip_stored("").substr(10) ==
+          std::string("\x01\x00\x00\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00", 13));
+    // More than 65,535 bytes take several blocks, each at most 65,535 long.
+    const std::string big(70000, 'z');
+    const std::string member = gzip_stored(big);
+    REQUIRE(member.size() == 10 + 5 + 65535 + 5 + (70000 - 65535) + 8);
+    CHECK(member.substr(10, 5) == std::string("\x00\xff\xff\x00\x00", 5));
+    CHECK(member.substr(10 + 5 + 65535, 5) == std::string("\x01\x71\x11\x8e\xee", 5));
+    CHECK(member.substr(member.size() - 4) == std::string("\x70\x11\x01\x00", 4));
+}
+
 TEST_CASE("the destructor returns promptly with a stalled connection open", "[test_server]") {
     auto server = std::make_unique<TestServer>();
     ScriptedResponse response = ScriptedResponse::sse("data: 1\n\n", 0);

@@ -269,6 +269,42 @@ ScriptedResponse ScriptedResponse::sse(std::string wire_bytes, std::size_t chunk
     return response;
 }
 
+std::string gzip_stored(std::string_view data) {
+    // CRC-32 as gzip defines it (ISO 3309: reflected polynomial 0xEDB88320).
+    std::uint32_t table[256];
+    for (std::uint32_t n = 0; n < 256; ++n) {
+        std::uint32_t c = n;
+        for (int k = 0; k < 8; ++k) c = (c & 1U) != 0 ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+        table[n] = c;
+    }
+    std::uint32_t crc = 0xFFFFFFFFU;
+    for (const char byte : data) {
+        crc = table[(crc ^ static_cast<unsigned char>(byte)) & 0xFFU] ^ (crc >> 8);
+    }
+    crc ^= 0xFFFFFFFFU;
+
+    const auto put_le = [](std::string& out, std::uint32_t value, int bytes) {
+        for (int i = 0; i < bytes; ++i)
+            out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFU));
+    };
+    // ID1 ID2, CM = deflate, no flags, no mtime, no extra flags, OS unknown.
+    std::string out("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff", 10);
+    constexpr std::size_t max_stored = 0xFFFF;
+    std::size_t offset = 0;
+    do {
+        const std::size_t length = std::min(max_stored, data.size() - offset);
+        const bool last = offset + length == data.size();
+        out.push_back(last ? '\x01' : '\x00');  // BFINAL, BTYPE = 00 (stored)
+        put_le(out, static_cast<std::uint32_t>(length), 2);
+        put_le(out, static_cast<std::uint32_t>(~length & 0xFFFFU), 2);
+        out.append(data.substr(offset, length));
+        offset += length;
+    } while (offset < data.size());
+    put_le(out, crc, 4);
+    put_le(out, static_cast<std::uint32_t>(data.size() & 0xFFFFFFFFU), 4);
+    return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The server's shared state
 
@@ -600,7 +636,10 @@ private:
 
     /// Writes one response. Returns whether the connection stays open for another request.
     bool respond(const ScriptedResponse& response, bool head, bool client_wants_close) {
-        const bool streams = !response.chunks.empty() || response.stall || response.disconnect;
+        const bool unframed = response.unframed;
+        const bool truncates = !unframed && response.truncate_body_at.has_value();
+        const bool streams = !unframed && !truncates &&
+                             (!response.chunks.empty() || response.stall || response.disconnect);
         // RFC 9110 §6.4.1: these statuses never carry content nor, except 304, framing.
         const bool bodiless_status = (response.status >= 100 && response.status < 200) ||
                                      response.status == 204 || response.status == 304;
@@ -620,18 +659,61 @@ private:
         }
         if (streams && !bodiless_status) {
             head_bytes += "Transfer-Encoding: chunked\r\n";
-        } else if (!streams && !unframed_status) {
+        } else if (!streams && !unframed_status && !unframed) {
             head_bytes += "Content-Length: " + std::to_string(response.body.size()) + "\r\n";
         }
-        if (close_after) head_bytes += "Connection: close\r\n";
+        if (close_after || unframed) head_bytes += "Connection: close\r\n";
         head_bytes += "\r\n";
 
         const auto gone = [this](Io io) {
             if (client_went_away(io)) server_.count_client_abort();
             return false;
         };
+        // After the last byte: hold the connection silent until the client leaves, if asked.
+        const auto stall_if_asked = [&] {
+            if (!response.stall) return false;
+            const Io io = pause(std::nullopt);
+            if (client_went_away(io)) server_.count_client_abort();
+            return true;
+        };
 
         if (const Io io = pause_for(response.delay_before_headers); io != Io::ok) return gone(io);
+
+        if (unframed) {
+            std::vector<std::string_view> pieces;
+            if (!no_body) {
+                if (!response.body.empty()) pieces.emplace_back(response.body);
+                for (const auto& chunk : response.chunks) {
+                    if (!chunk.empty()) pieces.emplace_back(chunk);
+                }
+            }
+            // The head leaves with the first piece; the end of the body is the close.
+            std::string out = std::move(head_bytes);
+            for (std::size_t i = 0; i < pieces.size(); ++i) {
+                if (i > 0) {
+                    if (const Io io = pause_for(response.chunk_delay); io != Io::ok)
+                        return gone(io);
+                }
+                out += pieces[i];
+                if (const Io io = send_all(out); io != Io::ok) return gone(io);
+                out.clear();
+            }
+            if (!out.empty()) {
+                if (const Io io = send_all(out); io != Io::ok) return gone(io);
+            }
+            if (!stall_if_asked()) close_gracefully();
+            return false;
+        }
+
+        if (truncates) {
+            if (!no_body) {
+                head_bytes.append(response.body, 0,
+                                  std::min(*response.truncate_body_at, response.body.size()));
+            }
+            if (const Io io = send_all(head_bytes); io != Io::ok) return gone(io);
+            (void)stall_if_asked();
+            return false;  // The socket closes with the body short of its Content-Length.
+        }
 
         if (!streams) {
             if (!no_body) head_bytes += response.body;
@@ -658,11 +740,7 @@ private:
             if (!out.empty()) {
                 if (const Io io = send_all(out); io != Io::ok) return gone(io);
             }
-            if (response.stall) {
-                const Io io = pause(std::nullopt);
-                if (client_went_away(io)) server_.count_client_abort();
-                return false;
-            }
+            if (stall_if_asked()) return false;
             if (response.disconnect) return false;  // The socket closes without the last chunk.
             if (!no_body) {
                 if (const Io io = send_all("0\r\n\r\n"); io != Io::ok) return gone(io);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -39,7 +40,9 @@ struct RecordedRequest {
 /// `Connection` itself, and drops those names from `headers`. The body is sent whole with
 /// `Content-Length` unless the response streams: it streams (`Transfer-Encoding: chunked`)
 /// when `chunks` is non-empty or `stall` or `disconnect` is set; a non-empty `body` is then
-/// sent as the first chunk. No body is sent for HEAD requests or 1xx, 204 and 304 statuses.
+/// sent as the first chunk. An `unframed` response has neither framing: its body ends when
+/// the connection closes. No body is sent for HEAD requests or 1xx, 204 and 304 statuses.
+/// The body and chunks are bytes: anything (NUL, invalid UTF-8, gzip) goes out unchanged.
 struct ScriptedResponse {
     int status = 200;    ///< Status code; the reason phrase is chosen by the server.
     HeaderList headers;  ///< Extra headers, e.g. {"Retry-After", "1"}, sent in this order.
@@ -54,6 +57,17 @@ struct ScriptedResponse {
     bool disconnect = false;
     /// Send `Connection: close` and close the connection once the response is complete.
     bool close_connection = false;
+    /// Announce the `Content-Length` of all of `body` but send only its first
+    /// `truncate_body_at` bytes, then close the connection (or, with `stall`, keep it open and
+    /// silent until the client goes away): a body cut short, as a crashed upstream leaves it.
+    /// The response is then never chunked; `chunks` and `disconnect` are not used.
+    std::optional<std::size_t> truncate_body_at;
+    /// Send `body` and then `chunks` as raw bytes right after the head, with neither
+    /// `Content-Length` nor chunked framing, and `Connection: close`: the body ends when the
+    /// server closes the connection (RFC 9112 §6.3), so the client cannot tell a cut from an
+    /// end. `chunk_delay` still applies between chunks, and `stall` still holds the
+    /// connection open after them; `disconnect` and `truncate_body_at` change nothing more.
+    bool unframed = false;
 
     /// A whole response with `Content-Type: application/json` (unless `headers` names one).
     [[nodiscard]] static ScriptedResponse json(int status, const std::string& body,
@@ -64,6 +78,11 @@ struct ScriptedResponse {
     [[nodiscard]] static ScriptedResponse sse(std::string wire_bytes, std::size_t chunk_size,
                                               std::chrono::milliseconds chunk_delay = {});
 };
+
+/// The bytes of one gzip member (RFC 1952) holding `data` in stored (uncompressed) deflate
+/// blocks (RFC 1951 §3.2.4), with its CRC-32 and length: valid gzip that any decoder accepts,
+/// made without zlib. Never throws except `std::bad_alloc`.
+[[nodiscard]] std::string gzip_stored(std::string_view data);
 
 /// Decides the response to a request when no scripted response is queued. Called on the
 /// connection's thread, without the server's lock held; it may call back into the server.
