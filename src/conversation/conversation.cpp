@@ -95,7 +95,8 @@ struct Conversation::State {
             unstored += spend;
         }
         if (!store) return;
-        std::minstd_rand jitter(std::random_device{}());
+        std::minstd_rand jitter(static_cast<std::uint_fast32_t>(
+            std::hash<std::thread::id>{}(std::this_thread::get_id())));
         for (int attempt = 0; attempt < 100; ++attempt) {
             try {
                 std::vector<Message> messages;
