@@ -73,7 +73,7 @@ struct Property {
 
 /// `{"type": "string"}` with the optional description and constraints; throws
 /// `ToolDefinitionError` (`invalid_tool_schema`) when `min_length > max_length` or the pattern
-/// is not a valid ECMAScript regex.
+/// is not a valid ECMAScript regex or one RE2 cannot run (see `validate_schema`).
 [[nodiscard]] json string(std::string_view description = {}, const StringOptions& options = {});
 
 /// `{"type": "integer"}` with the optional description and bounds; throws
