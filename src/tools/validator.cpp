@@ -336,6 +336,11 @@ public:
 
 private:
     void check_node(const json& node, const std::string& pointer, bool is_root) {
+        if (node.is_boolean()) {
+            schema_error(pointer,
+                         "a schema must be a JSON object (the boolean schemas true and false are "
+                         "not supported)");
+        }
         if (!node.is_object()) schema_error(pointer, "a schema must be a JSON object");
         for (auto it = node.begin(); it != node.end(); ++it) {
             const auto kind = keyword_kind(it.key());

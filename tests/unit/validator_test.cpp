@@ -136,6 +136,15 @@ TEST_CASE("type accepts the seven JSON types, alone or in a list", "[validator][
           "object, array, string, number, integer, boolean, null");
 }
 
+TEST_CASE("boolean schemas are refused", "[validator][schema]") {
+    CHECK(schema_message(with_property(true)) ==
+          "invalid parameter schema at #/properties/x: a schema must be a JSON object (the "
+          "boolean schemas true and false are not supported)");
+    CHECK(schema_code(root_with("anyOf", json::array({false}))) == "invalid_tool_schema");
+    CHECK(schema_message(with_property(1)) ==
+          "invalid parameter schema at #/properties/x: a schema must be a JSON object");
+}
+
 TEST_CASE("properties must map names to schemas", "[validator][schema]") {
     CHECK(schema_code(root_with("properties", json::object())).empty());
     CHECK(schema_code(root_with("properties", json::array())) == "invalid_tool_schema");

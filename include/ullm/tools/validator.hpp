@@ -10,7 +10,8 @@
 /// `minLength`, `maxLength`, `pattern`, `format`, `minimum`, `maximum`, `exclusiveMinimum`,
 /// `exclusiveMaximum`, `multipleOf`, `minItems`, `maxItems`, `uniqueItems`, `minProperties`,
 /// `maxProperties`, and the annotations `description`, `title`, `default`, `examples`,
-/// `$schema`, `$id`, `$comment`. Every other keyword is rejected.
+/// `$schema`, `$id`, `$comment`. Every other keyword is rejected, and so are the boolean
+/// schemas `true` and `false` in place of a schema object.
 ///
 /// Semantics that differ from, or pin down, JSON Schema:
 /// - `format` is an annotation only: it is passed to providers but not enforced.
