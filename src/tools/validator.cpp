@@ -355,10 +355,15 @@ private:
                 schema_error(pointer, "the root schema must have \"type\": \"object\"");
             }
         }
+        // A nested $id would change what the $refs beneath it mean; it is only an annotation
+        // here, so those $refs are refused (check_ref).
+        const bool new_base = !is_root && node.contains("$id");
+        if (new_base) ++nested_ids_;
         for (auto it = node.begin(); it != node.end(); ++it) {
             check_keyword(*keyword_kind(it.key()), it.key(), it.value(),
                           pointer_append(pointer, it.key()));
         }
+        if (new_base) --nested_ids_;
         check_consistency(node, pointer);
     }
 
@@ -502,6 +507,12 @@ private:
                         "\"#/definitions/<name>\" are supported, got " +
                             render(value));
         }
+        if (nested_ids_ > 0) {
+            unsupported(node_pointer, key,
+                        "a $ref inside a schema with its own \"$id\" would resolve against that "
+                        "$id, which is not supported; $id is supported at the root only when "
+                        "$refs are beneath it");
+        }
         if (resolve(root_, *target) == nullptr) {
             schema_error(pointer, "reference " + render(value) + " does not resolve");
         }
@@ -624,6 +635,7 @@ private:
     bool object_root_;
     PatternMap& patterns_;
     std::size_t program_size_ = 0;
+    std::size_t nested_ids_ = 0;  // schemas with their own $id around the node being checked
 };
 
 // ---------------------------------------------------------------------------------------------

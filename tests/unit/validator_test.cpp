@@ -136,6 +136,24 @@ TEST_CASE("type accepts the seven JSON types, alone or in a list", "[validator][
           "object, array, string, number, integer, boolean, null");
 }
 
+TEST_CASE("a $ref beneath a nested $id is refused", "[validator][schema]") {
+    // JSON Schema resolves "#" here against the property's own $id, not the root: silently
+    // resolving it against the root would give wrong verdicts.
+    const json scoped = json::parse(R"({"type":"object","$id":"urn:root","properties":{
+        "p":{"$id":"urn:other","type":"object","properties":{"q":{"$ref":"#"}}}}})");
+    CHECK(schema_code(scoped) == "unsupported_schema_keyword");
+    CHECK(schema_message(scoped).find(
+              "unsupported schema keyword \"$ref\" at #/properties/p/properties/q: a $ref inside "
+              "a schema with its own \"$id\"") != std::string::npos);
+    CHECK(schema_code(json::parse(R"({"type":"object","properties":{
+        "p":{"$id":"urn:other","type":"string","$ref":"#/$defs/s"}},
+        "$defs":{"s":{"type":"string"}}})")) == "unsupported_schema_keyword");
+    // A root $id, and a nested one with no $ref beneath, are annotations.
+    CHECK(schema_code(json::parse(R"({"type":"object","$id":"urn:root","properties":{
+        "p":{"$ref":"#"},"q":{"$id":"urn:q","type":"string"}}})"))
+              .empty());
+}
+
 TEST_CASE("boolean schemas are refused", "[validator][schema]") {
     CHECK(schema_message(with_property(true)) ==
           "invalid parameter schema at #/properties/x: a schema must be a JSON object (the "

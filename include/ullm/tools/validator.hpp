@@ -26,7 +26,10 @@
 ///   matched as Unicode code points (as with ECMAScript's `u` flag). A string longer than
 ///   `max_pattern_subject_bytes` is rejected rather than matched.
 /// - `minLength` / `maxLength` count Unicode code points.
-/// - `$ref` applies alongside its sibling keywords (2019-09 semantics).
+/// - `$ref` applies alongside its sibling keywords (2019-09 semantics) and always resolves
+///   against the root; `$id` is an annotation, so a `$ref` beneath a nested `$id` (which
+///   JSON Schema would resolve against that `$id`) is refused with
+///   `unsupported_schema_keyword`.
 /// - `multipleOf` is exact for integers and tolerates a relative error of 1e-9 otherwise.
 
 #include <ullm/core/json.hpp>
