@@ -126,6 +126,13 @@ json null(std::string_view description) {
     return typed("null", description);
 }
 
+json any_value(std::string_view description) {
+    json out = json::object();
+    out["type"] = json::array({"object", "array", "string", "number", "boolean", "null"});
+    if (!description.empty()) out["description"] = description;
+    return out;
+}
+
 json array(json items, std::string_view description, const ArrayOptions& options) {
     if (!items.is_object()) fail("array", "items must be a schema object");
     check_order("array", "min_items", options.min_items, "max_items", options.max_items);

@@ -323,6 +323,29 @@ void check_schema_json_safe(const json& schema) {
     }
 }
 
+// Where a schema sits: the root, a value's own schema (a property, additionalProperties,
+// items, a definition) or a member of anyOf / oneOf / allOf, which its parent qualifies.
+enum class Position { root, value, member };
+
+// Whether `node` says which JSON types it accepts: through type, enum, const or $ref, through
+// anyOf / oneOf alternatives that each do, or an allOf member that does.
+bool names_types(const json& node) {
+    if (!node.is_object()) return true;  // not a schema: reported as such
+    for (const char* keyword : {"type", "enum", "const", "$ref"}) {
+        if (node.contains(keyword)) return true;
+    }
+    for (const char* keyword : {"anyOf", "oneOf"}) {
+        const auto list = node.find(keyword);
+        if (list != node.end() && list->is_array() && !list->empty() &&
+            std::all_of(list->begin(), list->end(), names_types)) {
+            return true;
+        }
+    }
+    const auto all = node.find("allOf");
+    return all != node.end() && all->is_array() &&
+           std::any_of(all->begin(), all->end(), names_types);
+}
+
 class SchemaChecker {
 public:
     // Compiles every pattern into `patterns`.
@@ -330,12 +353,13 @@ public:
         : root_(root), object_root_(object_root), patterns_(patterns) {}
 
     void run() {
-        check_node(root_, "", true);
+        check_node(root_, "", Position::root);
         check_ref_cycles();
     }
 
 private:
-    void check_node(const json& node, const std::string& pointer, bool is_root) {
+    void check_node(const json& node, const std::string& pointer, Position position) {
+        const bool is_root = position == Position::root;
         if (node.is_boolean()) {
             schema_error(pointer,
                          "a schema must be a JSON object (the boolean schemas true and false are "
@@ -365,6 +389,16 @@ private:
         }
         if (new_base) --nested_ids_;
         check_consistency(node, pointer);
+        // Strict validation of tool arguments checks types; a schema that names none (`{}`,
+        // {"description": ...}) would let any value through unseen. Checked after the
+        // keywords, so that an unsupported keyword inside is reported as such.
+        if (object_root_ && position == Position::value && !names_types(node)) {
+            schema_error(pointer,
+                         "the schema does not say which JSON types it accepts; give it \"type\" "
+                         "(for any JSON value, all six: [\"object\", \"array\", \"string\", "
+                         "\"number\", \"boolean\", \"null\"]), \"enum\", \"const\", \"$ref\", "
+                         "or anyOf / oneOf alternatives that each do");
+        }
     }
 
     void check_schema_map(const json& value, const std::string& pointer, bool property_names) {
@@ -374,7 +408,7 @@ private:
                 schema_error(pointer, "property name " + quote(it.key()) +
                                           " is reserved (prototype-sensitive)");
             }
-            check_node(it.value(), pointer_append(pointer, it.key()), false);
+            check_node(it.value(), pointer_append(pointer, it.key()), Position::value);
         }
     }
 
@@ -391,14 +425,14 @@ private:
                 check_required(value, pointer);
                 break;
             case Keyword::additional_properties:
-                if (!value.is_boolean()) check_node(value, pointer, false);
+                if (!value.is_boolean()) check_node(value, pointer, Position::value);
                 break;
             case Keyword::items:
                 if (value.is_array()) {
                     unsupported(pointer.substr(0, pointer.size() - key.size() - 1), key,
                                 "the array (tuple) form is not supported; give one schema");
                 }
-                check_node(value, pointer, false);
+                check_node(value, pointer, Position::value);
                 break;
             case Keyword::enumeration:
                 if (!value.is_array() || value.empty()) {
@@ -415,7 +449,7 @@ private:
                     schema_error(pointer, "must be a non-empty array of schemas");
                 }
                 for (std::size_t i = 0; i < value.size(); ++i) {
-                    check_node(value[i], pointer_append(pointer, i), false);
+                    check_node(value[i], pointer_append(pointer, i), Position::member);
                 }
                 break;
             case Keyword::ref:

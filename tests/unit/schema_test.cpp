@@ -64,6 +64,12 @@ TEST_CASE("schema::string rejects contradictory or invalid options", "[schema]")
     }
 }
 
+TEST_CASE("schema::any_value lists all six JSON types", "[schema]") {
+    CHECK(schema::any_value() ==
+          json::parse(R"({"type":["object","array","string","number","boolean","null"]})"));
+    CHECK(schema::any_value("Anything")["description"] == "Anything");
+}
+
 TEST_CASE("schema::integer emits every bound", "[schema]") {
     CHECK(schema::integer() == json::parse(R"({"type":"integer"})"));
     const json built = schema::integer("Days", {.minimum = 1,
@@ -252,6 +258,8 @@ TEST_CASE("every built schema passes validate_schema", "[schema]") {
             {"ratio", schema::number("", {.exclusive_minimum = 0, .multiple_of = 0.25})},
             {"kind", schema::constant("forecast")},
             {"id", schema::one_of({schema::string(), schema::integer()})},
+            {"extra", schema::any_value("Anything else")},
+            {"mixed", schema::enumeration({1, "one", nullptr})},
         },
         {"city"});
     CHECK_NOTHROW(ullm::validate_schema(built));

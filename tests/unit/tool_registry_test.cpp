@@ -200,6 +200,25 @@ TEST_CASE("a registry checks patterns with its compiled parameters", "[registry]
     CHECK_FALSE(copy.run("lookup_code", {{"code", "a"}}, context).is_error);
 }
 
+TEST_CASE("a tool with an untyped property is refused and never runs", "[registry]") {
+    std::atomic<int> calls{0};
+    const auto untyped = ullm::define_tool(
+        {.name = "store",
+         .description = "Store a value",
+         .parameters = json::parse(R"({"type":"object","properties":{"value":{}}})"),
+         .execute = [&calls](const json&, ullm::ToolContext&) -> json {
+             ++calls;
+             return nullptr;
+         }});
+    ullm::ToolRegistry registry;
+    CHECK(definition_code([&] { registry.add(untyped); }) == "invalid_tool_schema");
+    CHECK(definition_code([&] { ullm::ToolRegistry whole({untyped}); }) == "invalid_tool_schema");
+    CHECK(registry.find("store") == nullptr);
+    ullm::ToolContext context;
+    CHECK(registry.run("store", {{"value", 1}}, context).error_code == "unknown_tool");
+    CHECK(calls == 0);
+}
+
 TEST_CASE("arguments that are not an object are rejected in both modes", "[registry]") {
     std::atomic<int> calls{0};
     const ullm::ToolRegistry registry({weather_tool(&calls)});

@@ -33,9 +33,24 @@ std::string schema_message(const json& schema) {
     return "";
 }
 
-// A root object schema with one property `x` of schema `property`.
-json with_property(const json& property) {
+// A root object schema with one property `x` of schema `property`, as written.
+json with_untyped_property(const json& property) {
     return {{"type", "object"}, {"properties", {{"x", property}}}};
+}
+
+// A root object schema with one property `x` of schema `property`. Every schema in tool
+// parameters must say which types it accepts; a property that does not gets all six (any JSON
+// value), so that a test of one keyword need not repeat it.
+json with_property(const json& property) {
+    json typed = property;
+    if (typed.is_object()) {
+        bool names = false;
+        for (const char* keyword : {"type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf"}) {
+            names = names || typed.contains(keyword);
+        }
+        if (!names) typed["type"] = {"object", "array", "string", "number", "boolean", "null"};
+    }
+    return with_untyped_property(typed);
 }
 
 // A root object schema with `keyword: value` at the root.
@@ -152,6 +167,59 @@ TEST_CASE("a $ref beneath a nested $id is refused", "[validator][schema]") {
     CHECK(schema_code(json::parse(R"({"type":"object","$id":"urn:root","properties":{
         "p":{"$ref":"#"},"q":{"$id":"urn:q","type":"string"}}})"))
               .empty());
+}
+
+TEST_CASE("a schema in tool parameters must say which types it accepts", "[validator][schema]") {
+    const json untyped = json::parse(R"({"type":"object","properties":{"value":{}}})");
+    CHECK(schema_code(untyped) == "invalid_tool_schema");
+    CHECK(schema_message(untyped) ==
+          "invalid parameter schema at #/properties/value: the schema does not say which JSON "
+          "types it accepts; give it \"type\" (for any JSON value, all six: [\"object\", "
+          "\"array\", \"string\", \"number\", \"boolean\", \"null\"]), \"enum\", \"const\", "
+          "\"$ref\", or anyOf / oneOf alternatives that each do");
+    // Annotations and keywords of one type do not say it.
+    CHECK(schema_code(with_untyped_property({{"description", "Anything"}})) ==
+          "invalid_tool_schema");
+    CHECK(schema_code(with_untyped_property({{"minLength", 1}})) == "invalid_tool_schema");
+    // Wherever a value's own schema sits: additionalProperties, items, a definition.
+    CHECK(schema_message(root_with("additionalProperties", json::object()))
+              .find("at #/additionalProperties: the schema does not say") != std::string::npos);
+    CHECK(schema_message(with_untyped_property({{"type", "array"}, {"items", json::object()}}))
+              .find("at #/properties/x/items: the schema does not say") != std::string::npos);
+    CHECK(schema_message(root_with("$defs", {{"any", {{"title", "Any"}}}}))
+              .find("at #/$defs/any: the schema does not say") != std::string::npos);
+    // anyOf / oneOf alternatives must each say it, unless the schema itself does.
+    CHECK(schema_code(with_untyped_property(
+              {{"anyOf", {{{"type", "string"}}, {{"minLength", 1}}}}})) == "invalid_tool_schema");
+    CHECK(schema_code(with_untyped_property(
+              {{"oneOf", {{{"type", "string"}}, {{"type", "integer"}}}}})) == "");
+    CHECK(schema_code(with_untyped_property(
+              {{"type", "string"}, {"anyOf", {{{"minLength", 1}}, {{"pattern", "x"}}}}})) == "");
+    // One allOf member that says it is enough; none is not.
+    CHECK(schema_code(with_untyped_property(
+              {{"allOf", {{{"type", "string"}}, {{"minLength", 1}}}}})) == "");
+    CHECK(schema_code(with_untyped_property({{"allOf", {{{"minLength", 1}}}}})) ==
+          "invalid_tool_schema");
+    // enum, const and $ref say it; so do the builders, including any_value.
+    CHECK(schema_code(with_untyped_property({{"enum", {1, "a", nullptr}}})) == "");
+    CHECK(schema_code(with_untyped_property({{"const", {{"a", 1}}}})) == "");
+    CHECK(schema_code(
+              ullm::schema::with_defs(ullm::schema::object({{"p", ullm::schema::ref("point")}}),
+                                      {{"point", ullm::schema::object()}})) == "");
+    CHECK(schema_code(with_untyped_property(ullm::schema::nullable(ullm::schema::string()))) == "");
+    CHECK(schema_code(with_untyped_property(ullm::schema::any_value("Anything"))) == "");
+    // The root of a tool schema is an object already; a schema for any value may stay open.
+    CHECK_NOTHROW(ullm::validate_value_schema(json::object()));
+    CHECK_NOTHROW(ullm::validate_value_schema(untyped));
+}
+
+TEST_CASE("any_value accepts every JSON value", "[validator][arguments]") {
+    const json any = ullm::schema::any_value();
+    for (const json& value :
+         {json::object(), json::array(), json("text"), json(1), json(-2.5), json(true), json()}) {
+        INFO(value.dump());
+        CHECK(accepts(with_untyped_property(any), {{"x", value}}));
+    }
 }
 
 TEST_CASE("boolean schemas are refused", "[validator][schema]") {

@@ -92,6 +92,12 @@ struct Property {
 /// `{"type": "null"}` with the optional description. Does not throw except `bad_alloc`.
 [[nodiscard]] json null(std::string_view description = {});
 
+/// `{"type": ["object", "array", "string", "number", "boolean", "null"]}` with the optional
+/// description: any JSON value, said explicitly. Tool parameters need it where a schema would
+/// otherwise name no type, since strict validation refuses an untyped schema such as `{}`.
+/// Does not throw except `bad_alloc`.
+[[nodiscard]] json any_value(std::string_view description = {});
+
 /// `{"type": "array", "items": items}` with the optional description and constraints; throws
 /// `ToolDefinitionError` (`invalid_tool_schema`) when `items` is not an object or
 /// `min_items > max_items`.

@@ -26,6 +26,11 @@
 ///   matched as Unicode code points (as with ECMAScript's `u` flag). A string longer than
 ///   `max_pattern_subject_bytes` is rejected rather than matched.
 /// - `minLength` / `maxLength` count Unicode code points.
+/// - In a tool parameter schema every schema must say which types it accepts: `type`, `enum`,
+///   `const`, `$ref`, `anyOf` / `oneOf` alternatives that each do, or an `allOf` member that
+///   does (alternatives need no type of their own when the schema around them names one). An
+///   untyped schema such as `{}` is refused with `invalid_tool_schema`. Write "any JSON value"
+///   as `schema::any_value()`, a `type` listing all six JSON types.
 /// - `$ref` applies alongside its sibling keywords (2019-09 semantics) and always resolves
 ///   against the root; `$id` is an annotation, so a `$ref` beneath a nested `$id` (which
 ///   JSON Schema would resolve against that `$id`) is refused with
@@ -75,7 +80,7 @@ inline constexpr std::size_t max_validation_steps = 250'000;
 
 /// Checks that `schema` is a valid tool parameter schema: JSON-safe (finite numbers, valid
 /// UTF-8, at most `max_schema_depth` levels), a root of `type: "object"`, only supported
-/// keywords with well-formed values, patterns RE2 can run,
+/// keywords with well-formed values, a type on every schema, patterns RE2 can run,
 /// resolvable `$ref`s and no `$ref` cycle that would not consume any argument. Throws
 /// `ToolDefinitionError` with code `unsupported_schema_keyword` (naming the keyword and its
 /// `#/...` schema path) or `invalid_tool_schema`. Thread-safe (pure).
@@ -91,9 +96,9 @@ void validate_schema(const json& schema);
 void validate_arguments(const json& schema, const json& arguments);
 
 /// Checks that `schema` is a valid schema for any JSON value: the rules of `validate_schema`
-/// except that the root may describe any type (or leave it open). Used for the schemas of
-/// values that are not tool arguments, such as cells and pattern results. Throws
-/// `ToolDefinitionError` like `validate_schema`. Thread-safe (pure).
+/// except that the root may describe any type, and no schema needs to name one (`{}` accepts
+/// any value). Used for the schemas of values that are not tool arguments, such as cells and
+/// pattern results. Throws `ToolDefinitionError` like `validate_schema`. Thread-safe (pure).
 void validate_value_schema(const json& schema);
 
 /// Checks `value`, of any type, against `schema`, which must already have passed
