@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages ullm needs to build and test, when any is missing.
 set -eu
 packages="g++ cmake ninja-build pkgconf git ca-certificates nlohmann-json3-dev libcurl4-openssl-dev
-libfmt-dev catch2 libsqlite3-dev clang-format"
+libfmt-dev catch2 libsqlite3-dev libre2-dev json-schema-test-suite clang-format"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -87,8 +87,9 @@ int main() try {
                        {"count", "titles"});
     const ullm::CellLink summarise = space->add_pattern(
         {.description = "Count the notes and list their titles",
-         .argument_schema =
-             schema::object({{"notes", {{"description", "A link to the notes"}}}}, {"notes"}),
+         .argument_schema = schema::object(
+             {{"notes", {{"type", {"string", "object"}}, {"description", "A link to the notes"}}}},
+             {"notes"}),
          .result_schema = summary,
          .run = [](const json& argument, const ullm::CellReader& cells, std::stop_token) -> json {
              json titles = json::array();

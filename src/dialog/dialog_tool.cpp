@@ -26,13 +26,14 @@ ToolOutcome error(std::string code, std::string text) {
     return {std::move(text), true, std::move(code)};
 }
 
-// The parameter schema of a path-taking built-in. `path` has no type: a link may arrive as a
-// string or as {"@link": …}, and a malformed one gets the dialog's own message.
+// The parameter schema of a path-taking built-in. A link may arrive as a string or as
+// {"@link": …}; a malformed one gets the dialog's own message.
 json path_parameters(json extra_properties = json::object(),
                      std::vector<std::string> extra_required = {}) {
     json properties = {
         {"path",
-         {{"description",
+         {{"type", {"string", "object"}},
+          {"description",
            "A link to a cell or a value inside it, e.g. \"/of:<id>/items/0\" or "
            "{\"@link\": \"/of:<id>/items/0\"}, as listed under # Available Cells."}}}};
     for (auto& [key, value] : extra_properties.items()) properties[key] = value;
@@ -48,7 +49,9 @@ std::vector<ToolDeclaration> builtin_declarations() {
         {"invoke",
          "Run the handler or pattern a link points to. Pass its input as `args` (an object) or "
          "as the other fields of this call.",
-         path_parameters({{"args", {{"description", "The input of the handler or pattern."}}}})},
+         path_parameters(
+             {{"args",
+               {{"type", "object"}, {"description", "The input of the handler or pattern."}}}})},
         {"pin",
          "Pin a cell so that it is listed, with its current value, under # Available Cells from "
          "the next step on.",
@@ -59,7 +62,8 @@ std::vector<ToolDeclaration> builtin_declarations() {
          "Change fields of the argument of a pattern started with invoke(); it runs again with "
          "the merged argument.",
          path_parameters({{"updates",
-                           {{"description",
+                           {{"type", "object"},
+                            {"description",
                              "The fields to set, as an object of field names and "
                              "values."}}}},
                          {"updates"})},

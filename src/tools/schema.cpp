@@ -1,9 +1,11 @@
 #include <ullm/tools/schema.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/tools/validator.hpp>
+
+#include "pattern.hpp"
 
 #include <cmath>
-#include <regex>
 #include <set>
 #include <utility>
 
@@ -68,10 +70,13 @@ json string(std::string_view description, const StringOptions& options) {
     if (options.min_length) out["minLength"] = *options.min_length;
     if (options.max_length) out["maxLength"] = *options.max_length;
     if (options.pattern) {
-        try {
-            const std::regex compiled(*options.pattern, std::regex::ECMAScript);
-        } catch (const std::regex_error&) {
-            fail("string", "pattern is not a valid ECMAScript regular expression");
+        const auto compiled = detail::compile_pattern(*options.pattern, max_pattern_memory);
+        if (compiled.problem == detail::PatternProblem::malformed) {
+            fail("string",
+                 "pattern is not a valid ECMAScript regular expression: " + compiled.reason);
+        }
+        if (compiled.problem == detail::PatternProblem::unsupported) {
+            fail("string", "pattern cannot be run by RE2: " + compiled.reason);
         }
         out["pattern"] = *options.pattern;
     }
@@ -119,6 +124,13 @@ json boolean(std::string_view description) {
 
 json null(std::string_view description) {
     return typed("null", description);
+}
+
+json any_value(std::string_view description) {
+    json out = json::object();
+    out["type"] = json::array({"object", "array", "string", "number", "boolean", "null"});
+    if (!description.empty()) out["description"] = description;
+    return out;
 }
 
 json array(json items, std::string_view description, const ArrayOptions& options) {

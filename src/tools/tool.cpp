@@ -72,8 +72,7 @@ json Tool::execute(const json& arguments, ToolContext& context) const {
 
 namespace {
 
-void check_declaration(const std::string& name, const std::string& description,
-                       const json& parameters) {
+void check_name_and_description(const std::string& name, const std::string& description) {
     if (name.empty() || name.size() > max_tool_name_length ||
         !std::all_of(name.begin(), name.end(), valid_name_char)) {
         throw ToolDefinitionError(
@@ -89,12 +88,23 @@ void check_declaration(const std::string& name, const std::string& description,
             "invalid_tool_description",
             "the description of tool " + quote_name(name) + " is not valid UTF-8");
     }
+}
+
+// Runs `check` on the parameters of tool `name`, naming the tool in what it throws.
+template <class Check>
+auto check_parameters(const std::string& name, Check check) {
     try {
-        validate_schema(parameters);
+        return check();
     } catch (const ToolDefinitionError& error) {
         throw ToolDefinitionError(error.code(),
                                   "tool " + quote_name(name) + ": " + error.message());
     }
+}
+
+void check_declaration(const std::string& name, const std::string& description,
+                       const json& parameters) {
+    check_name_and_description(name, description);
+    check_parameters(name, [&] { validate_schema(parameters); });
 }
 
 template <class Item, class NameOf>
@@ -122,16 +132,34 @@ void validate_declarations(const std::vector<ToolDeclaration>& declarations) {
 }
 
 void validate_tool(const Tool& tool) {
-    check_declaration(tool.name(), tool.description(), tool.parameters());
+    (void)detail::validate_tool_compiled(tool);
+}
+
+namespace detail {
+
+CompiledSchema validate_tool_compiled(const Tool& tool) {
+    check_name_and_description(tool.name(), tool.description());
+    auto parameters = check_parameters(
+        tool.name(), [&] { return CompiledSchema::parameters(tool.parameters()); });
     if (!tool.definition().execute) {
         throw ToolDefinitionError("missing_tool_execute",
                                   "tool " + quote_name(tool.name()) + " has no execute callback");
     }
+    return parameters;
 }
 
-void validate_tools(const std::vector<Tool>& tools) {
-    for (const auto& tool : tools) validate_tool(tool);
+std::vector<CompiledSchema> validate_tools_compiled(const std::vector<Tool>& tools) {
+    std::vector<CompiledSchema> out;
+    out.reserve(tools.size());
+    for (const auto& tool : tools) out.push_back(validate_tool_compiled(tool));
     check_unique(tools, [](const Tool& t) -> std::string_view { return t.name(); });
+    return out;
+}
+
+}  // namespace detail
+
+void validate_tools(const std::vector<Tool>& tools) {
+    (void)detail::validate_tools_compiled(tools);
 }
 
 }  // namespace ullm

@@ -40,13 +40,14 @@ ToolOutcome error_outcome(std::string code, std::string text) {
 }  // namespace
 
 ToolRegistry::ToolRegistry(std::vector<Tool> tools) {
-    validate_tools(tools);
+    auto parameters = detail::validate_tools_compiled(tools);
     for (std::size_t i = 0; i < tools.size(); ++i) index_.emplace(tools[i].name(), i);
     tools_ = std::move(tools);
+    parameters_ = std::move(parameters);
 }
 
 void ToolRegistry::add(Tool tool) {
-    validate_tool(tool);
+    auto parameters = detail::validate_tool_compiled(tool);
     if (index_.count(tool.name()) != 0) {
         throw ToolDefinitionError("duplicate_tool_name",
                                   "tool name " + quote(tool.name()) +
@@ -55,8 +56,10 @@ void ToolRegistry::add(Tool tool) {
     }
     // Reserve first: after the index entry is in, push_back can no longer throw.
     tools_.reserve(tools_.size() + 1);
+    parameters_.reserve(parameters_.size() + 1);
     index_.emplace(tool.name(), tools_.size());
     tools_.push_back(std::move(tool));
+    parameters_.push_back(std::move(parameters));
 }
 
 const Tool* ToolRegistry::find(std::string_view name) const noexcept {
@@ -91,7 +94,8 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
     const std::string prefix = "Invalid arguments for tool " + quote(tool->name()) + ": ";
     try {
         if (mode == ValidationMode::strict) {
-            validate_arguments(tool->parameters(), arguments);
+            parameters_[static_cast<std::size_t>(tool - tools_.data())].validate_arguments(
+                arguments);
         } else if (!arguments.is_object()) {
             throw ToolArgumentError("",
                                     "must be an object, got " + std::string(arguments.type_name()));

@@ -3,12 +3,14 @@
 #include <ullm/core/error.hpp>
 #include <ullm/detail/json_checks.hpp>
 
+#include "pattern.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -139,6 +141,9 @@ const std::set<std::string_view>& type_names() {
                                                   "integer", "boolean", "null"};
     return names;
 }
+
+// Compiled patterns by their source text; a pattern that appears twice is compiled once.
+using PatternMap = std::map<std::string, std::shared_ptr<const re2::RE2>, std::less<>>;
 
 // ---------------------------------------------------------------------------------------------
 // Schema validation
@@ -318,17 +323,48 @@ void check_schema_json_safe(const json& schema) {
     }
 }
 
+// Where a schema sits: the root, a value's own schema (a property, additionalProperties,
+// items, a definition) or a member of anyOf / oneOf / allOf, which its parent qualifies.
+enum class Position { root, value, member };
+
+// Whether `node` says which JSON types it accepts: through type, enum, const or $ref, through
+// anyOf / oneOf alternatives that each do, or an allOf member that does.
+bool names_types(const json& node) {
+    if (!node.is_object()) return true;  // not a schema: reported as such
+    for (const char* keyword : {"type", "enum", "const", "$ref"}) {
+        if (node.contains(keyword)) return true;
+    }
+    for (const char* keyword : {"anyOf", "oneOf"}) {
+        const auto list = node.find(keyword);
+        if (list != node.end() && list->is_array() && !list->empty() &&
+            std::all_of(list->begin(), list->end(), names_types)) {
+            return true;
+        }
+    }
+    const auto all = node.find("allOf");
+    return all != node.end() && all->is_array() &&
+           std::any_of(all->begin(), all->end(), names_types);
+}
+
 class SchemaChecker {
 public:
-    SchemaChecker(const json& root, bool object_root) : root_(root), object_root_(object_root) {}
+    // Compiles every pattern into `patterns`.
+    SchemaChecker(const json& root, bool object_root, PatternMap& patterns)
+        : root_(root), object_root_(object_root), patterns_(patterns) {}
 
     void run() {
-        check_node(root_, "", true);
+        check_node(root_, "", Position::root);
         check_ref_cycles();
     }
 
 private:
-    void check_node(const json& node, const std::string& pointer, bool is_root) {
+    void check_node(const json& node, const std::string& pointer, Position position) {
+        const bool is_root = position == Position::root;
+        if (node.is_boolean()) {
+            schema_error(pointer,
+                         "a schema must be a JSON object (the boolean schemas true and false are "
+                         "not supported)");
+        }
         if (!node.is_object()) schema_error(pointer, "a schema must be a JSON object");
         for (auto it = node.begin(); it != node.end(); ++it) {
             const auto kind = keyword_kind(it.key());
@@ -343,11 +379,26 @@ private:
                 schema_error(pointer, "the root schema must have \"type\": \"object\"");
             }
         }
+        // A nested $id would change what the $refs beneath it mean; it is only an annotation
+        // here, so those $refs are refused (check_ref).
+        const bool new_base = !is_root && node.contains("$id");
+        if (new_base) ++nested_ids_;
         for (auto it = node.begin(); it != node.end(); ++it) {
             check_keyword(*keyword_kind(it.key()), it.key(), it.value(),
                           pointer_append(pointer, it.key()));
         }
+        if (new_base) --nested_ids_;
         check_consistency(node, pointer);
+        // Strict validation of tool arguments checks types; a schema that names none (`{}`,
+        // {"description": ...}) would let any value through unseen. Checked after the
+        // keywords, so that an unsupported keyword inside is reported as such.
+        if (object_root_ && position == Position::value && !names_types(node)) {
+            schema_error(pointer,
+                         "the schema does not say which JSON types it accepts; give it \"type\" "
+                         "(for any JSON value, all six: [\"object\", \"array\", \"string\", "
+                         "\"number\", \"boolean\", \"null\"]), \"enum\", \"const\", \"$ref\", "
+                         "or anyOf / oneOf alternatives that each do");
+        }
     }
 
     void check_schema_map(const json& value, const std::string& pointer, bool property_names) {
@@ -357,7 +408,7 @@ private:
                 schema_error(pointer, "property name " + quote(it.key()) +
                                           " is reserved (prototype-sensitive)");
             }
-            check_node(it.value(), pointer_append(pointer, it.key()), false);
+            check_node(it.value(), pointer_append(pointer, it.key()), Position::value);
         }
     }
 
@@ -374,14 +425,14 @@ private:
                 check_required(value, pointer);
                 break;
             case Keyword::additional_properties:
-                if (!value.is_boolean()) check_node(value, pointer, false);
+                if (!value.is_boolean()) check_node(value, pointer, Position::value);
                 break;
             case Keyword::items:
                 if (value.is_array()) {
                     unsupported(pointer.substr(0, pointer.size() - key.size() - 1), key,
                                 "the array (tuple) form is not supported; give one schema");
                 }
-                check_node(value, pointer, false);
+                check_node(value, pointer, Position::value);
                 break;
             case Keyword::enumeration:
                 if (!value.is_array() || value.empty()) {
@@ -398,7 +449,7 @@ private:
                     schema_error(pointer, "must be a non-empty array of schemas");
                 }
                 for (std::size_t i = 0; i < value.size(); ++i) {
-                    check_node(value[i], pointer_append(pointer, i), false);
+                    check_node(value[i], pointer_append(pointer, i), Position::member);
                 }
                 break;
             case Keyword::ref:
@@ -413,7 +464,7 @@ private:
                 }
                 break;
             case Keyword::pattern:
-                check_pattern(value, pointer);
+                check_pattern(key, value, pointer);
                 break;
             case Keyword::bound:
                 if (value.is_boolean()) {
@@ -490,24 +541,45 @@ private:
                         "\"#/definitions/<name>\" are supported, got " +
                             render(value));
         }
+        if (nested_ids_ > 0) {
+            unsupported(node_pointer, key,
+                        "a $ref inside a schema with its own \"$id\" would resolve against that "
+                        "$id, which is not supported; $id is supported at the root only when "
+                        "$refs are beneath it");
+        }
         if (resolve(root_, *target) == nullptr) {
             schema_error(pointer, "reference " + render(value) + " does not resolve");
         }
     }
 
-    static void check_pattern(const json& value, const std::string& pointer) {
+    void check_pattern(const std::string& key, const json& value, const std::string& pointer) {
         if (!value.is_string()) schema_error(pointer, "must be a string");
         const auto& text = value.get_ref<const std::string&>();
         if (text.size() > max_pattern_bytes) {
             schema_error(pointer,
                          "patterns are limited to " + std::to_string(max_pattern_bytes) + " bytes");
         }
-        try {
-            const std::regex compiled(text, std::regex::ECMAScript);
-        } catch (const std::regex_error&) {
-            schema_error(pointer, "pattern " + render(value) +
-                                      " is not a valid ECMAScript regular expression");
+        if (patterns_.count(text) != 0) return;
+        auto compiled = detail::compile_pattern(text, max_pattern_memory);
+        switch (compiled.problem) {
+            case detail::PatternProblem::none:
+                break;
+            case detail::PatternProblem::malformed:
+                schema_error(pointer, "pattern " + render(value) +
+                                          " is not a valid ECMAScript regular expression: " +
+                                          compiled.reason);
+            case detail::PatternProblem::unsupported:
+                unsupported(
+                    pointer.substr(0, pointer.size() - key.size() - 1), key,
+                    "pattern " + render(value) + " cannot be run by RE2: " + compiled.reason);
         }
+        program_size_ += static_cast<std::size_t>(detail::pattern_program_size(*compiled.program));
+        if (program_size_ > max_schema_pattern_program) {
+            schema_error(pointer, "the schema's patterns together compile to more than " +
+                                      std::to_string(max_schema_pattern_program) +
+                                      " RE2 instructions (max_schema_pattern_program)");
+        }
+        patterns_.emplace(text, std::move(compiled.program));
     }
 
     static void check_consistency(const json& node, const std::string& pointer) {
@@ -595,6 +667,9 @@ private:
 
     const json& root_;
     bool object_root_;
+    PatternMap& patterns_;
+    std::size_t program_size_ = 0;
+    std::size_t nested_ids_ = 0;  // schemas with their own $id around the node being checked
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -694,7 +769,10 @@ std::string render_message(const Failure& failure) {
 
 class ArgumentChecker {
 public:
-    explicit ArgumentChecker(const json& root) : root_(root) {}
+    // `compiled` holds the schema's patterns when it is a CompiledSchema's; any other pattern
+    // is compiled on first use and kept for the rest of this checker's life.
+    explicit ArgumentChecker(const json& root, const PatternMap* compiled = nullptr)
+        : root_(root), compiled_(compiled) {}
 
     Result check(const json& schema, const json& value, const std::string& path) {
         if (++steps_ > max_validation_steps || depth_ > max_recursion) throw TooComplex{path};
@@ -837,19 +915,30 @@ private:
                                std::to_string(max_pattern_subject_bytes) + ")",
                            {}};
         }
-        try {
-            auto compiled = regexes_.find(source);
-            if (compiled == regexes_.end()) {
-                compiled =
-                    regexes_.emplace(source, std::regex(source, std::regex::ECMAScript)).first;
-            }
-            if (std::regex_search(text, compiled->second)) return std::nullopt;
-        } catch (const std::regex_error&) {
+        const re2::RE2* program = find_pattern(source);
+        if (program == nullptr) {
             return Failure{
                 path, "could not be checked against the pattern " + render(*pattern), {}};
         }
+        if (detail::pattern_search(*program, text)) return std::nullopt;
         return Failure{
             path, "must match the pattern " + render(*pattern) + ", got " + render(text), {}};
+    }
+
+    // The program of `source`, or null when it does not compile (an unchecked schema).
+    const re2::RE2* find_pattern(const std::string& source) {
+        if (compiled_ != nullptr) {
+            if (const auto found = compiled_->find(source); found != compiled_->end()) {
+                return found->second.get();
+            }
+        }
+        auto found = memo_.find(source);
+        if (found == memo_.end()) {
+            found =
+                memo_.emplace(source, detail::compile_pattern(source, max_pattern_memory).program)
+                    .first;
+        }
+        return found->second.get();
     }
 
     static Result check_number(const json& schema, const json& value, const std::string& path) {
@@ -1035,9 +1124,10 @@ private:
     }
 
     const json& root_;
+    const PatternMap* compiled_;
+    PatternMap memo_;
     std::size_t steps_ = 0;
     std::size_t depth_ = 0;
-    std::map<std::string, std::regex> regexes_;
 };
 
 // Checks what strict mode requires of every argument value, whatever the schema says: depth,
@@ -1093,19 +1183,8 @@ Result check_arguments_safe(const json& arguments) {
     return std::nullopt;
 }
 
-}  // namespace
-
-void validate_schema(const json& schema) {
-    check_schema_json_safe(schema);
-    SchemaChecker(schema, true).run();
-}
-
-void validate_value_schema(const json& schema) {
-    check_schema_json_safe(schema);
-    SchemaChecker(schema, false).run();
-}
-
-void validate_arguments(const json& schema, const json& arguments) {
+// What validate_arguments checks beyond the schema, then the schema itself.
+void check_arguments(const json& schema, const json& arguments, const PatternMap* compiled) {
     if (!arguments.is_object()) {
         throw ToolArgumentError("", "must be an object, got " + describe(arguments));
     }
@@ -1114,7 +1193,7 @@ void validate_arguments(const json& schema, const json& arguments) {
     }
     Result failure;
     try {
-        failure = ArgumentChecker(schema).check(schema, arguments, "");
+        failure = ArgumentChecker(schema, compiled).check(schema, arguments, "");
     } catch (const TooComplex& error) {
         throw ToolArgumentError(error.path,
                                 "could not be validated: the schema is too expensive to evaluate "
@@ -1123,16 +1202,74 @@ void validate_arguments(const json& schema, const json& arguments) {
     if (failure) throw ToolArgumentError(failure->path, failure->reason);
 }
 
-void validate_value(const json& schema, const json& value) {
+void check_value(const json& schema, const json& value, const PatternMap* compiled) {
     Result failure;
     try {
-        failure = ArgumentChecker(schema).check(schema, value, "");
+        failure = ArgumentChecker(schema, compiled).check(schema, value, "");
     } catch (const TooComplex& error) {
         throw ToolArgumentError(error.path,
                                 "could not be validated: the schema is too expensive to evaluate "
                                 "for this value");
     }
     if (failure) throw ToolArgumentError(failure->path, failure->reason);
+}
+
+// Checks `schema` and returns its compiled patterns.
+PatternMap check_schema(const json& schema, bool object_root) {
+    check_schema_json_safe(schema);
+    PatternMap patterns;
+    SchemaChecker(schema, object_root, patterns).run();
+    return patterns;
+}
+
+}  // namespace
+
+void validate_schema(const json& schema) {
+    (void)check_schema(schema, true);
+}
+
+void validate_value_schema(const json& schema) {
+    (void)check_schema(schema, false);
+}
+
+void validate_arguments(const json& schema, const json& arguments) {
+    check_arguments(schema, arguments, nullptr);
+}
+
+void validate_value(const json& schema, const json& value) {
+    check_value(schema, value, nullptr);
+}
+
+struct CompiledSchema::State {
+    json schema;
+    PatternMap patterns;
+};
+
+CompiledSchema::CompiledSchema(std::shared_ptr<const State> state) noexcept
+    : state_(std::move(state)) {}
+
+CompiledSchema CompiledSchema::parameters(json schema) {
+    auto patterns = check_schema(schema, true);
+    return CompiledSchema(
+        std::make_shared<const State>(State{std::move(schema), std::move(patterns)}));
+}
+
+CompiledSchema CompiledSchema::value(json schema) {
+    auto patterns = check_schema(schema, false);
+    return CompiledSchema(
+        std::make_shared<const State>(State{std::move(schema), std::move(patterns)}));
+}
+
+const json& CompiledSchema::schema() const noexcept {
+    return state_->schema;
+}
+
+void CompiledSchema::validate_arguments(const json& arguments) const {
+    check_arguments(state_->schema, arguments, &state_->patterns);
+}
+
+void CompiledSchema::validate_value(const json& value) const {
+    check_value(state_->schema, value, &state_->patterns);
 }
 
 }  // namespace ullm

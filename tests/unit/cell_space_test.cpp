@@ -368,7 +368,8 @@ TEST_CASE("a pattern runs read-only and its result is checked", "[cell_space]") 
     const CellLink list = space.create(json{{"items", {1, 2, 3}}});
     const CellLink sum = space.add_pattern(
         {.description = "Sum a list",
-         .argument_schema = {{"type", "object"}, {"properties", {{"list", json::object()}}}},
+         .argument_schema = {{"type", "object"},
+                             {"properties", {{"list", {{"type", {"string", "object"}}}}}}},
          .result_schema = {{"type", "integer"}},
          .run = [](const json& argument, const ullm::CellReader& cells, std::stop_token) -> json {
              int total = 0;

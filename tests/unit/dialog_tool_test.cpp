@@ -29,10 +29,10 @@ struct Notes {
          }});
     ullm::CellLink count_words = space->add_pattern(
         {.description = "Count the words of the notes",
-         .argument_schema =
-             ullm::schema::object({{"notes", {{"description", "A link to the notes"}}},
-                                   {"min", ullm::schema::integer()}},
-                                  {"notes"}),
+         .argument_schema = ullm::schema::object(
+             {{"notes", {{"type", {"string", "object"}}, {"description", "A link to the notes"}}},
+              {"min", ullm::schema::integer()}},
+             {"notes"}),
          .result_schema = ullm::schema::object({{"words", ullm::schema::integer()}}),
          .run = [](const json& argument, const ullm::CellReader& cells, std::stop_token) -> json {
              std::size_t words = 0;

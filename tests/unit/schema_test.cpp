@@ -48,6 +48,26 @@ TEST_CASE("schema::string rejects contradictory or invalid options", "[schema]")
           }) == "invalid_tool_schema");
     CHECK(definition_error_code([] { (void)schema::string("", {.pattern = "(unclosed"}); }) ==
           "invalid_tool_schema");
+    // A pattern RE2 cannot run is refused by the builder too.
+    for (const char* pattern : {"(?=a)", "(a)\\1", "a{100000}"}) {
+        INFO(pattern);
+        CHECK(definition_error_code([&] { (void)schema::string("", {.pattern = pattern}); }) ==
+              "invalid_tool_schema");
+    }
+    try {
+        (void)schema::string("", {.pattern = "x(?<!y)"});
+        FAIL("expected a ToolDefinitionError");
+    } catch (const ullm::ToolDefinitionError& error) {
+        CHECK(error.message() ==
+              "schema::string: pattern cannot be run by RE2: lookbehind (?<! is not supported "
+              "(RE2 matches in linear time and has no lookaround)");
+    }
+}
+
+TEST_CASE("schema::any_value lists all six JSON types", "[schema]") {
+    CHECK(schema::any_value() ==
+          json::parse(R"({"type":["object","array","string","number","boolean","null"]})"));
+    CHECK(schema::any_value("Anything")["description"] == "Anything");
 }
 
 TEST_CASE("schema::integer emits every bound", "[schema]") {
@@ -238,6 +258,8 @@ TEST_CASE("every built schema passes validate_schema", "[schema]") {
             {"ratio", schema::number("", {.exclusive_minimum = 0, .multiple_of = 0.25})},
             {"kind", schema::constant("forecast")},
             {"id", schema::one_of({schema::string(), schema::integer()})},
+            {"extra", schema::any_value("Anything else")},
+            {"mixed", schema::enumeration({1, "one", nullptr})},
         },
         {"city"});
     CHECK_NOTHROW(ullm::validate_schema(built));

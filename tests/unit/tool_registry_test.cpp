@@ -170,6 +170,55 @@ TEST_CASE("strict mode turns invalid arguments into an error outcome", "[registr
     CHECK(calls == 0);
 }
 
+TEST_CASE("a registry checks patterns with its compiled parameters", "[registry][pattern]") {
+    const auto code_tool = [](std::string pattern) {
+        return ullm::define_tool(
+            {.name = "lookup_code",
+             .description = "Look up a code",
+             .parameters =
+                 ullm::json{{"type", "object"},
+                            {"properties", {{"code", {{"type", "string"}, {"pattern", pattern}}}}}},
+             .execute = [](const json& args, ullm::ToolContext&) -> json { return args["code"]; }});
+    };
+    ullm::ToolRegistry registry;
+    CHECK(definition_code([&] { registry.add(code_tool("^(?=A)")); }) ==
+          "unsupported_schema_keyword");
+    CHECK(registry.empty());
+    registry.add(code_tool("^(a+)+$"));
+    ullm::ToolContext context;
+    const auto bad = registry.run("lookup_code", {{"code", "aaaaaaaaaaaaaaaaa!"}}, context);
+    CHECK(bad.error_code == "invalid_tool_arguments");
+    CHECK(bad.result ==
+          "Invalid arguments for tool \"lookup_code\": argument /code must match the pattern "
+          "\"^(a+)+$\", got \"aaaaaaaaaaaaaaaaa!\".");
+    const auto good = registry.run("lookup_code", {{"code", "aaaa"}}, context);
+    CHECK_FALSE(good.is_error);
+    CHECK(good.result == "aaaa");
+    // A copy of the registry shares the compiled parameters and checks the same way.
+    const ullm::ToolRegistry copy = registry;
+    CHECK(copy.run("lookup_code", {{"code", "b"}}, context).is_error);
+    CHECK_FALSE(copy.run("lookup_code", {{"code", "a"}}, context).is_error);
+}
+
+TEST_CASE("a tool with an untyped property is refused and never runs", "[registry]") {
+    std::atomic<int> calls{0};
+    const auto untyped = ullm::define_tool(
+        {.name = "store",
+         .description = "Store a value",
+         .parameters = json::parse(R"({"type":"object","properties":{"value":{}}})"),
+         .execute = [&calls](const json&, ullm::ToolContext&) -> json {
+             ++calls;
+             return nullptr;
+         }});
+    ullm::ToolRegistry registry;
+    CHECK(definition_code([&] { registry.add(untyped); }) == "invalid_tool_schema");
+    CHECK(definition_code([&] { ullm::ToolRegistry whole({untyped}); }) == "invalid_tool_schema");
+    CHECK(registry.find("store") == nullptr);
+    ullm::ToolContext context;
+    CHECK(registry.run("store", {{"value", 1}}, context).error_code == "unknown_tool");
+    CHECK(calls == 0);
+}
+
 TEST_CASE("arguments that are not an object are rejected in both modes", "[registry]") {
     std::atomic<int> calls{0};
     const ullm::ToolRegistry registry({weather_tool(&calls)});

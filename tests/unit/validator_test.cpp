@@ -33,9 +33,24 @@ std::string schema_message(const json& schema) {
     return "";
 }
 
-// A root object schema with one property `x` of schema `property`.
-json with_property(const json& property) {
+// A root object schema with one property `x` of schema `property`, as written.
+json with_untyped_property(const json& property) {
     return {{"type", "object"}, {"properties", {{"x", property}}}};
+}
+
+// A root object schema with one property `x` of schema `property`. Every schema in tool
+// parameters must say which types it accepts; a property that does not gets all six (any JSON
+// value), so that a test of one keyword need not repeat it.
+json with_property(const json& property) {
+    json typed = property;
+    if (typed.is_object()) {
+        bool names = false;
+        for (const char* keyword : {"type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf"}) {
+            names = names || typed.contains(keyword);
+        }
+        if (!names) typed["type"] = {"object", "array", "string", "number", "boolean", "null"};
+    }
+    return with_untyped_property(typed);
 }
 
 // A root object schema with `keyword: value` at the root.
@@ -134,6 +149,86 @@ TEST_CASE("type accepts the seven JSON types, alone or in a list", "[validator][
     CHECK(schema_message(with_property({{"type", "float"}})) ==
           "invalid parameter schema at #/properties/x/type: unknown type \"float\"; supported: "
           "object, array, string, number, integer, boolean, null");
+}
+
+TEST_CASE("a $ref beneath a nested $id is refused", "[validator][schema]") {
+    // JSON Schema resolves "#" here against the property's own $id, not the root: silently
+    // resolving it against the root would give wrong verdicts.
+    const json scoped = json::parse(R"({"type":"object","$id":"urn:root","properties":{
+        "p":{"$id":"urn:other","type":"object","properties":{"q":{"$ref":"#"}}}}})");
+    CHECK(schema_code(scoped) == "unsupported_schema_keyword");
+    CHECK(schema_message(scoped).find(
+              "unsupported schema keyword \"$ref\" at #/properties/p/properties/q: a $ref inside "
+              "a schema with its own \"$id\"") != std::string::npos);
+    CHECK(schema_code(json::parse(R"({"type":"object","properties":{
+        "p":{"$id":"urn:other","type":"string","$ref":"#/$defs/s"}},
+        "$defs":{"s":{"type":"string"}}})")) == "unsupported_schema_keyword");
+    // A root $id, and a nested one with no $ref beneath, are annotations.
+    CHECK(schema_code(json::parse(R"({"type":"object","$id":"urn:root","properties":{
+        "p":{"$ref":"#"},"q":{"$id":"urn:q","type":"string"}}})"))
+              .empty());
+}
+
+TEST_CASE("a schema in tool parameters must say which types it accepts", "[validator][schema]") {
+    const json untyped = json::parse(R"({"type":"object","properties":{"value":{}}})");
+    CHECK(schema_code(untyped) == "invalid_tool_schema");
+    CHECK(schema_message(untyped) ==
+          "invalid parameter schema at #/properties/value: the schema does not say which JSON "
+          "types it accepts; give it \"type\" (for any JSON value, all six: [\"object\", "
+          "\"array\", \"string\", \"number\", \"boolean\", \"null\"]), \"enum\", \"const\", "
+          "\"$ref\", or anyOf / oneOf alternatives that each do");
+    // Annotations and keywords of one type do not say it.
+    CHECK(schema_code(with_untyped_property({{"description", "Anything"}})) ==
+          "invalid_tool_schema");
+    CHECK(schema_code(with_untyped_property({{"minLength", 1}})) == "invalid_tool_schema");
+    // Wherever a value's own schema sits: additionalProperties, items, a definition.
+    CHECK(schema_message(root_with("additionalProperties", json::object()))
+              .find("at #/additionalProperties: the schema does not say") != std::string::npos);
+    CHECK(schema_message(with_untyped_property({{"type", "array"}, {"items", json::object()}}))
+              .find("at #/properties/x/items: the schema does not say") != std::string::npos);
+    CHECK(schema_message(root_with("$defs", {{"any", {{"title", "Any"}}}}))
+              .find("at #/$defs/any: the schema does not say") != std::string::npos);
+    // anyOf / oneOf alternatives must each say it, unless the schema itself does.
+    CHECK(schema_code(with_untyped_property(
+              {{"anyOf", {{{"type", "string"}}, {{"minLength", 1}}}}})) == "invalid_tool_schema");
+    CHECK(schema_code(with_untyped_property(
+              {{"oneOf", {{{"type", "string"}}, {{"type", "integer"}}}}})) == "");
+    CHECK(schema_code(with_untyped_property(
+              {{"type", "string"}, {"anyOf", {{{"minLength", 1}}, {{"pattern", "x"}}}}})) == "");
+    // One allOf member that says it is enough; none is not.
+    CHECK(schema_code(with_untyped_property(
+              {{"allOf", {{{"type", "string"}}, {{"minLength", 1}}}}})) == "");
+    CHECK(schema_code(with_untyped_property({{"allOf", {{{"minLength", 1}}}}})) ==
+          "invalid_tool_schema");
+    // enum, const and $ref say it; so do the builders, including any_value.
+    CHECK(schema_code(with_untyped_property({{"enum", {1, "a", nullptr}}})) == "");
+    CHECK(schema_code(with_untyped_property({{"const", {{"a", 1}}}})) == "");
+    CHECK(schema_code(
+              ullm::schema::with_defs(ullm::schema::object({{"p", ullm::schema::ref("point")}}),
+                                      {{"point", ullm::schema::object()}})) == "");
+    CHECK(schema_code(with_untyped_property(ullm::schema::nullable(ullm::schema::string()))) == "");
+    CHECK(schema_code(with_untyped_property(ullm::schema::any_value("Anything"))) == "");
+    // The root of a tool schema is an object already; a schema for any value may stay open.
+    CHECK_NOTHROW(ullm::validate_value_schema(json::object()));
+    CHECK_NOTHROW(ullm::validate_value_schema(untyped));
+}
+
+TEST_CASE("any_value accepts every JSON value", "[validator][arguments]") {
+    const json any = ullm::schema::any_value();
+    for (const json& value :
+         {json::object(), json::array(), json("text"), json(1), json(-2.5), json(true), json()}) {
+        INFO(value.dump());
+        CHECK(accepts(with_untyped_property(any), {{"x", value}}));
+    }
+}
+
+TEST_CASE("boolean schemas are refused", "[validator][schema]") {
+    CHECK(schema_message(with_property(true)) ==
+          "invalid parameter schema at #/properties/x: a schema must be a JSON object (the "
+          "boolean schemas true and false are not supported)");
+    CHECK(schema_code(root_with("anyOf", json::array({false}))) == "invalid_tool_schema");
+    CHECK(schema_message(with_property(1)) ==
+          "invalid parameter schema at #/properties/x: a schema must be a JSON object");
 }
 
 TEST_CASE("properties must map names to schemas", "[validator][schema]") {
@@ -298,7 +393,7 @@ TEST_CASE("minimum and maximum pairs must not cross", "[validator][schema]") {
     CHECK(schema_code(with_property({{"minimum", 2.5}, {"maximum", 2}})) == "invalid_tool_schema");
 }
 
-TEST_CASE("pattern must be a valid, bounded ECMAScript regex", "[validator][schema]") {
+TEST_CASE("pattern must be a valid, bounded ECMAScript regex", "[validator][schema][pattern]") {
     CHECK(schema_code(with_property({{"type", "string"}, {"pattern", "^[a-z]+$"}})).empty());
     CHECK(schema_code(with_property({{"pattern", "([a-z]"}})) == "invalid_tool_schema");
     CHECK(schema_code(with_property({{"pattern", "a{2,1}"}})) == "invalid_tool_schema");
@@ -306,6 +401,80 @@ TEST_CASE("pattern must be a valid, bounded ECMAScript regex", "[validator][sche
     CHECK(
         schema_code(with_property({{"pattern", std::string(ullm::max_pattern_bytes + 1, 'a')}})) ==
         "invalid_tool_schema");
+}
+
+TEST_CASE("a pattern RE2 cannot run is refused with its path and the reason",
+          "[validator][schema][pattern]") {
+    const auto refused = [](const std::string& pattern) {
+        const json schema = with_property({{"type", "string"}, {"pattern", pattern}});
+        INFO(pattern);
+        CHECK(schema_code(schema) == "unsupported_schema_keyword");
+        return schema_message(schema);
+    };
+    CHECK(refused("^(?=a)") ==
+          "unsupported schema keyword \"pattern\" at #/properties/x: pattern \"^(?=a)\" cannot "
+          "be run by RE2: lookahead (?= is not supported (RE2 matches in linear time and has no "
+          "lookaround)");
+    CHECK(refused("a(?!b)").find("lookahead (?! is not supported") != std::string::npos);
+    CHECK(refused("(?<=a)b").find("lookbehind (?<= is not supported") != std::string::npos);
+    CHECK(refused("(?<!a)b").find("lookbehind (?<! is not supported") != std::string::npos);
+    CHECK(refused("(a)\\1").find("backreferences such as \\1 are not supported") !=
+          std::string::npos);
+    CHECK(refused("(?<n>a)\\k<n>").find("backreferences such as \\k<name>") != std::string::npos);
+    CHECK(refused("a{100000}") ==
+          "unsupported schema keyword \"pattern\" at #/properties/x: pattern \"a{100000}\" "
+          "cannot be run by RE2: the repeat {100000} is over RE2's limit of 1000 repetitions "
+          "(nested repeats multiply)");
+    CHECK(refused("(a{100}){100}").find("over RE2's limit of 1000") != std::string::npos);
+    CHECK(refused("\\p{L}{1000}").find("larger than the 1048576-byte memory bound") !=
+          std::string::npos);
+    CHECK(refused("\\uD800").find("lone surrogate \\uD800") != std::string::npos);
+    CHECK(
+        refused("\\p{Alphabetic}").find("the Unicode property \\p{Alphabetic} is not supported") !=
+        std::string::npos);
+    // At the limits, and in $defs, where the path names the definition.
+    CHECK(schema_code(with_property({{"type", "string"}, {"pattern", "a{1000}"}})).empty());
+    const json defs = {{"type", "object"},
+                       {"$defs", {{"code", {{"type", "string"}, {"pattern", "(?=x)"}}}}}};
+    CHECK(schema_message(defs).find("at #/$defs/code: pattern") != std::string::npos);
+}
+
+TEST_CASE("the patterns of one schema together are bounded", "[validator][schema][pattern]") {
+    // Each of these compiles to about 50,000 RE2 instructions; six distinct ones are too many.
+    json properties = json::object();
+    for (int i = 0; i < 6; ++i) {
+        properties["p" + std::to_string(i)] = {
+            {"type", "string"}, {"pattern", "\\p{L}{1," + std::to_string(40 + i) + "}"}};
+    }
+    const json distinct = {{"type", "object"}, {"properties", properties}};
+    CHECK(schema_code(distinct) == "invalid_tool_schema");
+    CHECK(schema_message(distinct).find("patterns together compile to more than 250000 RE2 "
+                                        "instructions") != std::string::npos);
+    // The same pattern six times is compiled once.
+    for (auto& [name, property] : properties.items()) property["pattern"] = "\\p{L}{1,40}";
+    CHECK(schema_code({{"type", "object"}, {"properties", properties}}).empty());
+}
+
+TEST_CASE("a malformed pattern is invalid_tool_schema with the reason",
+          "[validator][schema][pattern]") {
+    const auto malformed = [](const std::string& pattern) {
+        const json schema = with_property({{"type", "string"}, {"pattern", pattern}});
+        INFO(pattern);
+        CHECK(schema_code(schema) == "invalid_tool_schema");
+        return schema_message(schema);
+    };
+    CHECK(malformed("([a-z]") ==
+          "invalid parameter schema at #/properties/x/pattern: pattern \"([a-z]\" is not a valid "
+          "ECMAScript regular expression: a group is not closed");
+    CHECK(malformed("a)").find("closes no group") != std::string::npos);
+    CHECK(malformed("[a-").find("is not closed") != std::string::npos);
+    CHECK(malformed("a{2,1}").find("out of order") != std::string::npos);
+    CHECK(malformed("*a").find("nothing to repeat") != std::string::npos);
+    // RE2's own syntax that ECMAScript does not have.
+    CHECK(malformed("(?i)abc").find("(?i is not ECMAScript syntax") != std::string::npos);
+    CHECK(malformed("\\Aabc\\z").find("\\A is not an ECMAScript escape") != std::string::npos);
+    CHECK(malformed("\\pL").find("must be followed by {property}") != std::string::npos);
+    CHECK(malformed("abc\\").find("lone backslash") != std::string::npos);
 }
 
 TEST_CASE("format is an annotation string", "[validator][schema]") {
@@ -491,8 +660,95 @@ TEST_CASE("pattern is searched, not anchored", "[validator][arguments]") {
     CHECK(check_x(anchored, "abcd").failed);
 }
 
-TEST_CASE("pattern subjects are bounded so std::regex cannot exhaust the stack",
-          "[validator][arguments]") {
+TEST_CASE("a backtracking-prone pattern is answered in linear time",
+          "[validator][arguments][pattern]") {
+    // std::regex took exponential time on these: more than 30 s for the 18-byte string.
+    const json nested = {{"type", "string"}, {"pattern", "^(a+)+$"}};
+    const auto failure = check_x(nested, "aaaaaaaaaaaaaaaaa!");
+    CHECK(failure.message ==
+          "argument /x must match the pattern \"^(a+)+$\", got \"aaaaaaaaaaaaaaaaa!\"");
+    CHECK(accepts(with_property(nested), {{"x", "aaaaaaaaaaaaaaaaa"}}));
+    const json overlapping = {{"type", "string"}, {"pattern", "^(x+x+)+y$"}};
+    CHECK(check_x(overlapping, std::string(ullm::max_pattern_subject_bytes, 'x')).failed);
+    CHECK(accepts(with_property(overlapping), {{"x", "xxxxy"}}));
+    const json alternatives = {{"type", "string"}, {"pattern", "^(a|a)*$"}};
+    CHECK(check_x(alternatives, std::string(1000, 'a') + "b").failed);
+}
+
+TEST_CASE("patterns keep ECMAScript's meaning under RE2", "[validator][arguments][pattern]") {
+    const auto matches = [](const std::string& pattern, const std::string& text) {
+        INFO(pattern << " against " << text);
+        return !check_x({{"type", "string"}, {"pattern", pattern}}, text).failed;
+    };
+    // Anchors: `$` is the end of the string, not before a final newline.
+    CHECK(matches("^[a-z]{3}$", "abc"));
+    CHECK_FALSE(matches("^[a-z]{3}$", "abc\n"));
+    CHECK_FALSE(matches("^b", "a\nb"));
+    CHECK(matches("b", "a\nb"));  // searched, not anchored
+    // Classes: \d and \w are ASCII, as in ECMAScript.
+    CHECK(matches("^\\d{4}-\\d{2}-\\d{2}$", "2024-05-01"));
+    CHECK_FALSE(matches("^\\d$", "\u0663"));  // ARABIC-INDIC DIGIT THREE
+    CHECK(matches("^\\w+$", "snake_case_1"));
+    CHECK_FALSE(matches("^\\w+$", "caf\u00e9"));
+    CHECK(matches("^[A-Z][a-z]+$", "Berlin"));
+    // \s is ECMAScript's: \v, NBSP, the Unicode spaces and BOM too.
+    CHECK(matches("^\\s$", "\v"));
+    CHECK(matches("^\\s$", "\u00a0"));
+    CHECK(matches("^\\s$", "\u3000"));
+    CHECK(matches("^[\\s]$", "\ufeff"));
+    CHECK_FALSE(matches("\\S", " \t\u2028"));
+    CHECK(matches("^[\\S]$", "x"));
+    CHECK_FALSE(matches("^[\\S]$", "\u00a0"));
+    // `.` is any code point but a line terminator.
+    CHECK(matches("^.{3}$", "\u65e5\u672c\u8a9e"));
+    CHECK(matches("^.$", "\U0001F600"));
+    CHECK_FALSE(matches("^.$", "\n"));
+    CHECK_FALSE(matches("^.$", "\u2028"));
+    // Unicode text and escapes.
+    CHECK(matches("^\\p{Lu}\\p{Ll}+$", "\u00c4rger"));
+    CHECK(matches("^\\p{Script=Greek}+$", "\u03a9\u03bc\u03b5\u03b3\u03b1"));
+    CHECK(matches("^\\p{Letter}+$", "K\u00f6ln"));
+    CHECK(matches("^caf\\u00e9$", "caf\u00e9"));
+    CHECK(matches("^\\u{1F600}$", "\U0001F600"));
+    CHECK(matches("^\\uD83D\\uDE00$", "\U0001F600"));
+    CHECK(matches("^\\x41\\cJ$", "A\n"));
+    CHECK(matches("^[\\b]$", "\b"));
+    // Named groups, and ECMAScript's literal "[" in a class (not a POSIX class).
+    CHECK(matches("^(?<year>\\d{4})-(?:\\d\\d)$", "2024-05"));
+    CHECK(matches("^[[:alpha:]]$", "a]"));
+    CHECK_FALSE(matches("^[[:alpha:]]$", "b"));
+    // "[]" matches nothing and "[^]" anything.
+    CHECK_FALSE(matches("a[]", "a"));
+    CHECK(matches("^a[^]$", "a\n"));
+    CHECK(matches("^\\/\\.\\*$", "/.*"));
+}
+
+TEST_CASE("a compiled schema validates like the free functions", "[validator][pattern]") {
+    const json schema = with_property({{"type", "string"}, {"pattern", "^[a-z]+$"}});
+    const auto compiled = ullm::CompiledSchema::parameters(schema);
+    CHECK(compiled.schema() == schema);
+    CHECK_NOTHROW(compiled.validate_arguments({{"x", "abc"}}));
+    try {
+        compiled.validate_arguments({{"x", "ABC"}});
+        FAIL("expected a ToolArgumentError");
+    } catch (const ullm::ToolArgumentError& error) {
+        CHECK(error.message() == "argument /x must match the pattern \"^[a-z]+$\", got \"ABC\"");
+    }
+    CHECK_THROWS_AS(compiled.validate_arguments(json::array()), ullm::ToolArgumentError);
+    const auto value = ullm::CompiledSchema::value({{"type", "string"}, {"pattern", "^\\d+$"}});
+    CHECK_NOTHROW(value.validate_value("123"));
+    CHECK_THROWS_AS(value.validate_value("12a"), ullm::ToolArgumentError);
+    // Copies share the compiled state.
+    const auto copy = compiled;  // NOLINT(performance-unnecessary-copy-initialization)
+    CHECK(&copy.schema() == &compiled.schema());
+    CHECK_THROWS_AS(
+        ullm::CompiledSchema::parameters(with_property({{"type", "string"}, {"pattern", "(?=a)"}})),
+        ullm::ToolDefinitionError);
+    CHECK_THROWS_AS(ullm::CompiledSchema::parameters({{"type", "string"}}),
+                    ullm::ToolDefinitionError);
+}
+
+TEST_CASE("pattern subjects are bounded", "[validator][arguments]") {
     const json alternation = {{"type", "string"}, {"pattern", "^(a|b)*$"}};
     CHECK(accepts(with_property(alternation),
                   {{"x", std::string(ullm::max_pattern_subject_bytes, 'a')}}));

@@ -73,7 +73,7 @@ struct Property {
 
 /// `{"type": "string"}` with the optional description and constraints; throws
 /// `ToolDefinitionError` (`invalid_tool_schema`) when `min_length > max_length` or the pattern
-/// is not a valid ECMAScript regex.
+/// is not a valid ECMAScript regex or one RE2 cannot run (see `validate_schema`).
 [[nodiscard]] json string(std::string_view description = {}, const StringOptions& options = {});
 
 /// `{"type": "integer"}` with the optional description and bounds; throws
@@ -91,6 +91,12 @@ struct Property {
 
 /// `{"type": "null"}` with the optional description. Does not throw except `bad_alloc`.
 [[nodiscard]] json null(std::string_view description = {});
+
+/// `{"type": ["object", "array", "string", "number", "boolean", "null"]}` with the optional
+/// description: any JSON value, said explicitly. Tool parameters need it where a schema would
+/// otherwise name no type, since strict validation refuses an untyped schema such as `{}`.
+/// Does not throw except `bad_alloc`.
+[[nodiscard]] json any_value(std::string_view description = {});
 
 /// `{"type": "array", "items": items}` with the optional description and constraints; throws
 /// `ToolDefinitionError` (`invalid_tool_schema`) when `items` is not an object or

@@ -5,6 +5,7 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
+#include <ullm/tools/validator.hpp>
 
 #include <chrono>
 #include <concepts>
@@ -186,5 +187,17 @@ void validate_tool(const Tool& tool);
 /// Checks every tool with `validate_tool`, then that no two share a name (compared exactly
 /// and case-sensitively; `duplicate_tool_name`). Throws `ToolDefinitionError`. Thread-safe.
 void validate_tools(const std::vector<Tool>& tools);
+
+namespace detail {
+
+/// `validate_tool(tool)`, returning the tool's parameters compiled (what `ToolRegistry` keeps
+/// to validate arguments). Throws like `validate_tool`; thread-safe.
+[[nodiscard]] CompiledSchema validate_tool_compiled(const Tool& tool);
+
+/// `validate_tools(tools)`, returning each tool's parameters compiled, in order. Throws like
+/// `validate_tools`; thread-safe.
+[[nodiscard]] std::vector<CompiledSchema> validate_tools_compiled(const std::vector<Tool>& tools);
+
+}  // namespace detail
 
 }  // namespace ullm

@@ -28,7 +28,8 @@ struct ToolOutcome {
 };
 
 /// A set of validated tools with unique names, kept in insertion order. Owns copies of the
-/// `Tool` handles (which share their definitions with the caller's copies). Const members
+/// `Tool` handles (which share their definitions with the caller's copies) and each tool's
+/// parameters compiled once (`CompiledSchema`), so that `run` compiles no pattern. Const members
 /// (`find`, `tools`, `names`, `run`) may be called from many threads at once; `add` must not
 /// run concurrently with anything else on the same registry.
 class ToolRegistry {
@@ -73,6 +74,7 @@ public:
 
 private:
     std::vector<Tool> tools_;
+    std::vector<CompiledSchema> parameters_;  // parallel to tools_
     std::map<std::string, std::size_t, std::less<>> index_;
 };
 
