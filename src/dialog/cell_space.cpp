@@ -821,7 +821,8 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
     return run;
 }
 
-HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGuard guard) {
+HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGuard guard,
+                                  HandlerContext context) {
     const auto found = handler(link);
     if (!found) {
         fail("not_a_handler_cell", show({link.cell_id, {}}) + " is not a handler cell.");
@@ -870,7 +871,7 @@ HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGua
     std::vector<CellLink> writable = found->writes;
     writable.push_back(run.result);
     CellWriter writer(*this, std::move(writable), std::move(guard));
-    found->run(input, writer);
+    found->run(input, writer, context);
     try {
         run.value = get(run.result);
     } catch (const DialogError& error) {

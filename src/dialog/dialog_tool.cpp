@@ -281,6 +281,12 @@ ToolOutcome shown(json result, const DialogCall& call) {
     return ok(std::move(result));
 }
 
+// What a handler is told of its call: the stop token and deadline of the tool call.
+HandlerContext handler_context(const DialogCall& call) {
+    if (call.context == nullptr) return {};
+    return {call.context->stop_token, call.context->deadline};
+}
+
 // Refuses a handler's writes once its turn was cancelled or replaced; the check and the write
 // happen under the instance's lock, so a cancel cannot fall between them.
 CellWriteGuard turn_guard(const DialogCall& call) {
@@ -303,7 +309,8 @@ ToolOutcome DialogToolRegistry::run_caller_tool(const DialogTool& tool, json inp
     if (call.current && !call.current()) return error("cancelled", cancelled_text);
     // The run's own cells are not shown (only their value), so they go once the call is over.
     if (tool.kind() == DialogTool::Kind::handler) {
-        const HandlerRun run = space_->run_handler(tool.cell(), input, turn_guard(call));
+        const HandlerRun run =
+            space_->run_handler(tool.cell(), input, turn_guard(call), handler_context(call));
         return shown(CellSpace::render_for_model(run.value), call);
     }
     const std::stop_token stop =
@@ -359,7 +366,8 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
         const CellKind kind = space_->kind(link);
         if (kind == CellKind::handler) {
             if (call.current && !call.current()) return error("cancelled", cancelled_text);
-            const HandlerRun run = space_->run_handler(link, args, turn_guard(call));
+            const HandlerRun run =
+                space_->run_handler(link, args, turn_guard(call), handler_context(call));
             if (run.value.is_null()) return ok(nullptr);
             return shown({{"@resultLocation", run.result.to_string()},
                           {"result", CellSpace::render_for_model(run.value)},

@@ -768,3 +768,36 @@ TEST_CASE("runs, holds and collections from several threads", "[cell_space]") {
     (void)r.space.collect();
     CHECK(r.space.cell_count() == r.caller_cells);
 }
+
+TEST_CASE("a handler may take a HandlerContext with its stop token and deadline", "[cell_space]") {
+    CellSpace space;
+    std::vector<bool> seen;
+    const CellLink watch = space.add_handler(
+        {.description = "Reports whether it should stop",
+         .input_schema = {{"type", "object"}},
+         .run = [&seen](const json&, ullm::CellWriter&, const ullm::HandlerContext& context) {
+             seen.push_back(context.stop_requested());
+         }});
+    (void)space.run_handler(watch, json::object());
+    std::stop_source stop;
+    (void)space.run_handler(watch, json::object(), {}, {.stop_token = stop.get_token()});
+    stop.request_stop();
+    (void)space.run_handler(watch, json::object(), {}, {.stop_token = stop.get_token()});
+    (void)space.run_handler(
+        watch, json::object(), {},
+        {.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1)});
+    // Called as a handler was called before it had a context: no stop, no deadline.
+    ullm::CellWriter writer(space, {});
+    space.handler(watch)->run(json::object(), writer);
+    CHECK(seen == std::vector<bool>{false, false, true, true, false});
+
+    // An empty callable of either kind is no handler.
+    const std::function<void(const json&, ullm::CellWriter&)> none;
+    CHECK_FALSE(ullm::HandlerFunction(none));
+    CHECK_FALSE(ullm::HandlerFunction(nullptr));
+    CHECK(error_code_of([&] { space.add_handler({.description = "empty", .run = none}); }) ==
+          "invalid_cell_value");
+    void (*no_function)(const json&, ullm::CellWriter&, const ullm::HandlerContext&) = nullptr;
+    CHECK(error_code_of([&] { space.add_handler({.description = "empty", .run = no_function}); }) ==
+          "invalid_cell_value");
+}

@@ -572,3 +572,65 @@ TEST_CASE("a tool call in a full space gets cell_space_full as its error", "[dia
     CHECK(refused.result.get<std::string>().rfind("The cell space is full", 0) == 0);
     CHECK(space->get(notes).size() == 2);
 }
+
+TEST_CASE("a cancelled dialog's handler sees its stop token", "[dialog]") {
+    Notes n;
+    // Shared with the handler's thread, which may outlive the turn.
+    auto entered = std::make_shared<std::atomic<bool>>(false);
+    auto saw_stop = std::make_shared<std::atomic<bool>>(false);
+    const auto patient =
+        n.space->add_handler({.description = "Waits until it is asked to stop",
+                              .input_schema = ullm::schema::object(),
+                              .run = [entered, saw_stop](const json&, ullm::CellWriter&,
+                                                         const ullm::HandlerContext& context) {
+                                  *entered = true;
+                                  const auto give_up = std::chrono::steady_clock::now() + 10s;
+                                  while (!context.stop_token.stop_requested() &&
+                                         std::chrono::steady_clock::now() < give_up) {
+                                      std::this_thread::sleep_for(1ms);
+                                  }
+                                  *saw_stop = context.stop_token.stop_requested();
+                              }});
+    n.provider->push_tool_call("patient", json::object());
+    auto dialog = n.dialog({.tools = {ullm::DialogTool::handler("patient", patient)}});
+    ullm::DialogTurn cancelled;
+    std::thread first([&] { cancelled = dialog.send("alice", "wait"); });
+    wait_until([&] { return entered->load(); });
+    CHECK_FALSE(saw_stop->load());
+    REQUIRE(dialog.cancel("alice"));
+    first.join();
+    CHECK(cancelled.status == ullm::DialogTurnStatus::cancelled);
+    wait_until([&] { return saw_stop->load(); });
+}
+
+TEST_CASE("a handler past its tool deadline sees its stop token", "[dialog]") {
+    Notes n;
+    auto saw_stop = std::make_shared<std::atomic<bool>>(false);
+    auto past_deadline = std::make_shared<std::atomic<bool>>(false);
+    const auto patient = n.space->add_handler(
+        {.description = "Waits until it is asked to stop",
+         .input_schema = ullm::schema::object(),
+         .run = [saw_stop, past_deadline](const json&, ullm::CellWriter&,
+                                          const ullm::HandlerContext& context) {
+             const auto give_up = std::chrono::steady_clock::now() + 10s;
+             while (!context.stop_token.stop_requested() &&
+                    std::chrono::steady_clock::now() < give_up) {
+                 std::this_thread::sleep_for(1ms);
+             }
+             *past_deadline = std::chrono::steady_clock::now() >= context.deadline;
+             *saw_stop = context.stop_token.stop_requested();
+         }});
+    n.provider->push_tool_call("patient", json::object());
+    n.provider->push_text("went on without it");
+    auto dialog = n.dialog(
+        {.tools = {ullm::DialogTool::handler("patient", patient)}, .tool_execution_timeout = 50ms});
+    const auto turn = dialog.send("alice", "wait");
+    CHECK(turn.status == ullm::DialogTurnStatus::completed);
+    CHECK(turn.text == "went on without it");
+    const auto result = dialog.transcript("alice").at(2).tool_results().at(0);
+    CHECK(result.is_error);
+    CHECK(result.result.get<std::string>().find("did not finish within 50 ms") !=
+          std::string::npos);
+    wait_until([&] { return saw_stop->load(); });
+    CHECK(past_deadline->load());
+}

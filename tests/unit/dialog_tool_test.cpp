@@ -279,3 +279,22 @@ TEST_CASE("a call keeps the cells it showed; the cells of handler and pattern to
     // The registry holds its tools' cells while it lives.
     CHECK(ullm::test::error_code_of([&] { n.space->release(n.add_note); }) == "cell_in_use");
 }
+
+TEST_CASE("a handler tool gets the call's stop token as its HandlerContext", "[dialog_tool]") {
+    Notes n;
+    bool saw_stop = false;
+    const auto watch = n.space->add_handler(
+        {.description = "Reports its stop",
+         .input_schema = ullm::schema::object(),
+         .run = [&saw_stop](const json&, ullm::CellWriter&, const ullm::HandlerContext& context) {
+             saw_stop = context.stop_token.stop_requested();
+         }});
+    const auto registry = n.registry({ullm::DialogTool::handler("watch", watch)});
+    std::stop_source stop;
+    n.context.stop_token = stop.get_token();
+    CHECK_FALSE(registry.run("watch", json::object(), n.call).is_error);
+    CHECK_FALSE(saw_stop);
+    stop.request_stop();
+    CHECK_FALSE(registry.run("invoke", {{"path", watch.to_string()}}, n.call).is_error);
+    CHECK(saw_stop);
+}

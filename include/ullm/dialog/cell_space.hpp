@@ -5,6 +5,8 @@
 
 #include <ullm/core/json.hpp>
 
+#include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -14,6 +16,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -121,15 +124,89 @@ struct HandlerRun {
     CellHold hold;
 };
 
+/// What a running handler may know about its call, as `ToolContext` tells a tool: a stop token,
+/// signalled when the dialog turn that made the call is cancelled or the call's deadline passes,
+/// and that deadline. The default has no stop and no deadline.
+struct HandlerContext {
+    std::stop_token stop_token;
+    /// When the call times out; `time_point::max()` means no deadline.
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+    /// Whether the handler should stop: a stop was requested or the deadline has passed.
+    [[nodiscard]] bool stop_requested() const noexcept {
+        return stop_token.stop_requested() || std::chrono::steady_clock::now() >= deadline;
+    }
+};
+
+/// The callable of a handler cell. Holds either signature: `void(const json& input,
+/// CellWriter& cells)`, or, for a handler that wants its stop token, `void(const json& input,
+/// CellWriter& cells, const HandlerContext& context)`. Empty by default (and when made from an
+/// empty `std::function` or a null function pointer). Copyable; calling it is as thread-safe as
+/// the callable.
+class HandlerFunction {
+public:
+    using Signature = void(const json& input, CellWriter& cells, const HandlerContext& context);
+
+    HandlerFunction() = default;
+    HandlerFunction(std::nullptr_t) noexcept {}
+
+    /// A handler that receives its context.
+    template <class F>
+    requires(!std::same_as<std::remove_cvref_t<F>, HandlerFunction> &&
+             std::invocable<F&, const json&, CellWriter&, const HandlerContext&>)
+        HandlerFunction(F function) {
+        if (is_empty(function)) return;
+        run_ = std::move(function);
+    }
+
+    /// A handler without a context (the signature handlers had first).
+    template <class F>
+    requires(!std::same_as<std::remove_cvref_t<F>, HandlerFunction> &&
+             !std::invocable<F&, const json&, CellWriter&, const HandlerContext&> &&
+             std::invocable<F&, const json&, CellWriter&>) HandlerFunction(F function) {
+        if (is_empty(function)) return;
+        run_ = [run = std::move(function)](const json& input, CellWriter& cells,
+                                           const HandlerContext&) mutable { run(input, cells); };
+    }
+
+    /// Whether it holds a callable.
+    explicit operator bool() const noexcept { return static_cast<bool>(run_); }
+
+    /// Calls the handler; throws what it throws (`std::bad_function_call` when empty).
+    void operator()(const json& input, CellWriter& cells, const HandlerContext& context) const {
+        run_(input, cells, context);
+    }
+    /// As above, with no stop and no deadline (how a handler was called before it had a
+    /// context).
+    void operator()(const json& input, CellWriter& cells) const {
+        run_(input, cells, HandlerContext{});
+    }
+
+private:
+    template <class F>
+    static bool is_empty(const F& function) noexcept {
+        if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>) {
+            return function == nullptr;
+        } else if constexpr (requires { function.target_type(); }) {
+            return !static_cast<bool>(function);  // a std::function
+        } else {
+            return false;
+        }
+    }
+
+    std::function<Signature> run_;
+};
+
 /// A callable bound to writable caller state. It receives the model's input (with `result`
-/// holding the link of a fresh result cell unless the model sent its own `result`) and a writer
-/// that may write exactly its bound cells and that result cell. Its return value is ignored:
-/// what it writes into `result` is what the model sees.
+/// holding the link of a fresh result cell unless the model sent its own `result`), a writer
+/// that may write exactly its bound cells and that result cell, and, when it takes one, a
+/// `HandlerContext` with the call's stop token. Its return value is ignored: what it writes
+/// into `result` is what the model sees.
 struct CellHandler {
     std::string description;
     json input_schema = json::object();  ///< JSON Schema of the input (root type object).
     std::vector<CellLink> writes;        ///< The cells it may write (besides its result cell).
-    std::function<void(const json& input, CellWriter& cells)> run;
+    HandlerFunction run;
 };
 
 /// A computation over its inputs that returns a result. It runs as its own instance, with its
@@ -254,7 +331,9 @@ public:
     /// `not_a_handler_cell`, `invalid_link`, `ToolArgumentError`, `cell_space_full`.
     /// Thread-safe; the space is not locked while `run` executes.
     /// `guard`, when set, wraps every write the handler makes (see `CellWriter`).
-    HandlerRun run_handler(const CellLink& link, json input, CellWriteGuard guard = {});
+    /// `context` is what the handler is told of its call (its stop token and deadline).
+    HandlerRun run_handler(const CellLink& link, json input, CellWriteGuard guard = {},
+                           HandlerContext context = {});
 
     /// Releases the cell of `link` now, a caller cell or a run cell: its link reads as
     /// `unknown_cell` from then on. `link` must name the whole cell (an empty pointer;

@@ -93,8 +93,9 @@ struct DialogInstanceState {
 };
 
 /// The instance a tool call runs for: its state, the lock guarding it, whether the turn that
-/// made the call is still the instance's current turn, the call's `ToolContext`, and where the
-/// call keeps the cells it made known to the model.
+/// made the call is still the instance's current turn, the call's `ToolContext` (whose stop
+/// token and deadline a handler gets as its `HandlerContext`), and where the call keeps the
+/// cells it made known to the model.
 struct DialogCall {
     DialogInstanceState* state = nullptr;
     std::mutex* mutex = nullptr;
