@@ -5,7 +5,9 @@
 #include <ullm/tools/validator.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <string>
 #include <string_view>
@@ -14,17 +16,37 @@
 #include <utility>
 #include <vector>
 
+#include "mentions.hpp"
+
 namespace ullm {
 
 namespace {
 
+// Who a cell belongs to: the caller keeps its cells until it releases them; the cells a run
+// makes go once nothing needs them.
+enum class Origin : unsigned char { caller, handler_result, pattern_argument, pattern_result };
+
 struct Cell {
     CellKind kind = CellKind::data;
     json value;
-    std::optional<json> schema;
+    std::shared_ptr<const json> schema;  ///< Shared by the run cells of one pattern.
     std::shared_ptr<const CellHandler> handler;
     std::shared_ptr<const CellPattern> pattern;
+    Origin origin = Origin::caller;
+    /// For a pattern cell: the schemas its runs' cells get.
+    std::shared_ptr<const json> argument_schema;
+    std::shared_ptr<const json> result_schema;
+    std::uint64_t mark = 0;  ///< The last collection that found it in use.
 };
+
+std::shared_ptr<const json> shared_schema(std::optional<json> schema) {
+    if (!schema) return nullptr;
+    return std::make_shared<const json>(std::move(*schema));
+}
+
+// Collections run when the space has grown by this many cells or doubled since the last one,
+// whichever is more (and before it would pass `max_cells`).
+constexpr std::size_t min_collection_growth = 1024;
 
 // `text` as a JSON string, bounded and safe to show whatever bytes it holds.
 std::string quote(std::string_view text, std::size_t limit = 120) {
@@ -297,9 +319,18 @@ void check_safe(const json& value, const char* code, const std::string& what) {
 }  // namespace
 
 struct CellSpace::State {
+    explicit State(CellSpaceOptions settings)
+        : options(settings), collect_at(std::min(settings.max_cells, min_collection_growth)) {}
+
+    const CellSpaceOptions options;
     mutable std::mutex mutex;
     std::unordered_map<std::string, Cell> cells;
-    std::unordered_set<std::string> result_cells;  ///< Made by `run_handler` for a result.
+    std::size_t run_cells = 0;  ///< How many of `cells` are run cells.
+    /// What each live `CellHold` keeps, by hold id.
+    std::map<std::uint64_t, std::unordered_set<std::string>> holds;
+    std::atomic<std::uint64_t> next_hold{1};
+    std::uint64_t epoch = 0;     ///< Collections so far.
+    std::size_t collect_at = 0;  ///< The cell count at which the next collection runs.
     std::mt19937_64 random{std::random_device{}()};
 
     // Throws `pattern_write_denied` when a pattern of this space runs on the calling thread.
@@ -419,11 +450,107 @@ struct CellSpace::State {
         return id;
     }
 
-    CellLink insert(Cell cell, std::string id) {
+    // Stores `cell` under `id` (generated when empty), kept by the hold `hold` when not 0.
+    // Collects first when the space has grown enough or is full; throws `cell_space_full`
+    // when it stays full.
+    CellLink insert(Cell cell, std::string id, std::uint64_t hold = 0) {
+        std::vector<Cell> released;  // destroyed after the lock is let go
         const std::lock_guard lock(mutex);
+        if (cells.size() >= collect_at || cells.size() >= options.max_cells) {
+            collect_locked(released);
+        }
+        if (cells.size() >= options.max_cells) {
+            fail("cell_space_full",
+                 "The cell space is full: it holds its limit of " +
+                     std::to_string(options.max_cells) +
+                     " cells and every one is still in use. Release cells the caller no longer "
+                     "needs, or make the space with a larger CellSpaceOptions::max_cells.");
+        }
         id = claim_id(std::move(id));
+        if (cell.origin != Origin::caller) ++run_cells;
         cells.emplace(id, std::move(cell));
+        if (hold != 0) holds[hold].insert(id);
         return CellLink{std::move(id), {}};
+    }
+
+    // Marks every cell in use for collection `epoch`: caller cells (but `except`), the cells
+    // of every hold, and whatever those link to or bind, transitively. Needs the lock.
+    void mark_in_use(const std::string* except = nullptr) {
+        ++epoch;
+        std::vector<Cell*> pending;
+        const auto visit = [&](std::string_view id) {
+            const auto found = cells.find(std::string(id));
+            if (found == cells.end() || found->second.mark == epoch) return;
+            found->second.mark = epoch;
+            pending.push_back(&found->second);
+        };
+        for (auto& [id, cell] : cells) {
+            if (cell.origin != Origin::caller || (except != nullptr && id == *except)) continue;
+            cell.mark = epoch;
+            pending.push_back(&cell);
+        }
+        for (const auto& [hold, ids] : holds) {
+            for (const auto& id : ids) visit(id);
+        }
+        const std::function<void(std::string_view)> follow = visit;
+        while (!pending.empty()) {
+            const Cell* cell = pending.back();
+            pending.pop_back();
+            if (cell->kind == CellKind::data) {
+                detail::for_each_mention(cell->value, follow);
+            } else if (cell->handler) {
+                for (const auto& bound : cell->handler->writes) visit(bound.cell_id);
+            }
+        }
+    }
+
+    // Moves every run cell not in use into `released`. Needs the lock.
+    std::size_t collect_locked(std::vector<Cell>& released) {
+        const std::size_t before = released.size();
+        if (run_cells > 0) {
+            mark_in_use();
+            for (auto it = cells.begin(); it != cells.end();) {
+                if (it->second.origin == Origin::caller || it->second.mark == epoch) {
+                    ++it;
+                    continue;
+                }
+                released.push_back(std::move(it->second));
+                it = cells.erase(it);
+                --run_cells;
+            }
+        }
+        const std::size_t live = cells.size();
+        collect_at = std::min(options.max_cells, std::max(live * 2, live + min_collection_growth));
+        return released.size() - before;
+    }
+
+    // Releases the cell `link` names, unless something needs it. Needs the lock.
+    void release_locked(const CellLink& link, std::vector<Cell>& released) {
+        const auto found = cells.find(link.cell_id);
+        if (found == cells.end()) (void)cell(link);  // throws unknown_cell
+        if (!link.pointer.empty()) {
+            fail("invalid_link", "Only a whole cell can be released: " + show(link) +
+                                     " has a path; release " + show({link.cell_id, {}}) + ".");
+        }
+        for (const auto& [hold, ids] : holds) {
+            if (ids.count(link.cell_id) != 0) {
+                fail("cell_in_use",
+                     show({link.cell_id, {}}) +
+                         " is still in use and was not released: it is held (by a run in "
+                         "progress, a dialog instance's pins, pattern instances or transcript, a "
+                         "dialog's tools or context cells, or another CellHold).");
+            }
+        }
+        mark_in_use(&link.cell_id);
+        if (found->second.mark == epoch) {
+            fail("cell_in_use", show({link.cell_id, {}}) +
+                                    " is still in use and was not released: a cell that is "
+                                    "kept links to it (a stored link or an /of: text) or binds "
+                                    "it as a handler's cell.");
+        }
+        if (found->second.origin != Origin::caller) --run_cells;
+        released.push_back(std::move(found->second));
+        cells.erase(found);
     }
 
     json get(const CellLink& link) const {
@@ -540,7 +667,38 @@ struct CellSpace::State {
     }
 };
 
-CellSpace::CellSpace() : state_(std::make_shared<State>()) {}
+struct CellHold::Entry {
+    Entry(std::weak_ptr<CellSpace::State> owner, std::uint64_t hold_id)
+        : state(std::move(owner)), id(hold_id) {}
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+    ~Entry() {
+        if (const auto owner = state.lock()) {
+            const std::lock_guard lock(owner->mutex);
+            owner->holds.erase(id);
+        }
+    }
+
+    std::weak_ptr<CellSpace::State> state;
+    std::uint64_t id;
+};
+
+namespace {
+
+// Registers a new, empty hold on `state`; takes the lock. (A hold is made before any lock is
+// taken and let go after, since letting go of one takes the lock.)
+std::shared_ptr<CellHold::Entry> new_hold(const std::shared_ptr<CellSpace::State>& state) {
+    auto entry = std::make_shared<CellHold::Entry>(state, state->next_hold.fetch_add(1));
+    const std::lock_guard lock(state->mutex);
+    state->holds[entry->id];
+    return entry;
+}
+
+}  // namespace
+
+CellSpace::CellSpace() : CellSpace(CellSpaceOptions{}) {}
+
+CellSpace::CellSpace(CellSpaceOptions options) : state_(std::make_shared<State>(options)) {}
 
 CellSpace::~CellSpace() = default;
 
@@ -551,8 +709,10 @@ CellLink CellSpace::create(json value, std::optional<json> schema, std::string i
         check_schema(*schema, false);
         check_value(*schema, value, id.empty() ? "<new cell>" : id);
     }
-    return state_->insert(Cell{CellKind::data, std::move(value), std::move(schema), {}, {}},
-                          std::move(id));
+    Cell cell;
+    cell.value = std::move(value);
+    cell.schema = shared_schema(std::move(schema));
+    return state_->insert(std::move(cell), std::move(id));
 }
 
 CellLink CellSpace::add_handler(CellHandler handler, std::string id) {
@@ -560,11 +720,10 @@ CellLink CellSpace::add_handler(CellHandler handler, std::string id) {
     if (!handler.run) fail("invalid_cell_value", "a handler cell needs a `run` callable");
     check_schema(handler.input_schema, true);
     for (const auto& bound : handler.writes) (void)kind(bound);
-    Cell cell{CellKind::handler,
-              nullptr,
-              std::nullopt,
-              std::make_shared<const CellHandler>(std::move(handler)),
-              {}};
+    Cell cell;
+    cell.kind = CellKind::handler;
+    cell.value = nullptr;
+    cell.handler = std::make_shared<const CellHandler>(std::move(handler));
     return state_->insert(std::move(cell), std::move(id));
 }
 
@@ -573,11 +732,12 @@ CellLink CellSpace::add_pattern(CellPattern pattern, std::string id) {
     if (!pattern.run) fail("invalid_cell_value", "a pattern cell needs a `run` callable");
     check_schema(pattern.argument_schema, true);
     check_schema(pattern.result_schema, false);
-    Cell cell{CellKind::pattern,
-              nullptr,
-              std::nullopt,
-              {},
-              std::make_shared<const CellPattern>(std::move(pattern))};
+    Cell cell;
+    cell.kind = CellKind::pattern;
+    cell.value = nullptr;
+    cell.argument_schema = std::make_shared<const json>(pattern.argument_schema);
+    cell.result_schema = std::make_shared<const json>(pattern.result_schema);
+    cell.pattern = std::make_shared<const CellPattern>(std::move(pattern));
     return state_->insert(std::move(cell), std::move(id));
 }
 
@@ -609,14 +769,29 @@ std::shared_ptr<const CellPattern> CellSpace::pattern(const CellLink& link) cons
 
 PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
                                   std::stop_token stop) {
-    const auto found = pattern(link);
+    std::shared_ptr<const CellPattern> found;
+    std::shared_ptr<const json> argument_schema;
+    std::shared_ptr<const json> result_schema;
+    {
+        const std::lock_guard lock(state_->mutex);
+        const Cell& cell = state_->cell(link);
+        found = cell.pattern;
+        argument_schema = cell.argument_schema;
+        result_schema = cell.result_schema;
+    }
     if (!found) {
         fail("not_a_pattern_cell", show({link.cell_id, {}}) + " is not a pattern cell.");
     }
     validate_arguments(found->argument_schema, argument);
     // The instance's own cells are not caller state: created even inside another pattern.
-    const CellLink argument_cell =
-        state_->insert(Cell{CellKind::data, argument, found->argument_schema, {}, {}}, {});
+    // The run holds them from their creation on, so that no collection takes them first.
+    PatternRun run;
+    run.hold = CellHold(new_hold(state_));
+    Cell argument_cell;
+    argument_cell.value = argument;
+    argument_cell.schema = std::move(argument_schema);
+    argument_cell.origin = Origin::pattern_argument;
+    run.argument = state_->insert(std::move(argument_cell), {}, run.hold.entry_->id);
     if (stop.stop_requested()) throw CancelledError();
     json value;
     {
@@ -637,12 +812,17 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
                  (error.path().empty() ? std::string("(root)") : quote(error.path())) + " " +
                  error.reason() + ".");
     }
-    const CellLink result_cell =
-        state_->insert(Cell{CellKind::data, value, found->result_schema, {}, {}}, {});
-    return PatternRun{argument_cell, result_cell, std::move(value)};
+    Cell result_cell;
+    result_cell.value = value;
+    result_cell.schema = std::move(result_schema);
+    result_cell.origin = Origin::pattern_result;
+    run.result = state_->insert(std::move(result_cell), {}, run.hold.entry_->id);
+    run.value = std::move(value);
+    return run;
 }
 
-HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGuard guard) {
+HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGuard guard,
+                                  HandlerContext context) {
     const auto found = handler(link);
     if (!found) {
         fail("not_a_handler_cell", show({link.cell_id, {}}) + " is not a handler cell.");
@@ -657,42 +837,135 @@ HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGua
     } else {
         validate_arguments(found->input_schema, input);
     }
-    CellLink result;
+    HandlerRun run;
+    run.hold = CellHold(new_hold(state_));
     if (const auto given = input.find("result"); given != input.end()) {
         // A result link of the model's choosing may only point into the handler's own cells
         // or a result cell an earlier run made: naming any other cell as the result would
         // overwrite it.
-        result = parse_link(*given);
+        run.result = parse_link(*given);
         bool result_cell = false;
         {
-            std::lock_guard lock(state_->mutex);
-            result_cell = state_->result_cells.count(result.cell_id) > 0;
+            const std::lock_guard lock(state_->mutex);
+            const auto cell = state_->cells.find(run.result.cell_id);
+            result_cell =
+                cell != state_->cells.end() && cell->second.origin == Origin::handler_result;
+            if (result_cell) state_->holds[run.hold.entry_->id].insert(run.result.cell_id);
         }
         if (!result_cell &&
             std::none_of(found->writes.begin(), found->writes.end(),
-                         [&](const CellLink& bound) { return inside_link(bound, result); })) {
+                         [&](const CellLink& bound) { return inside_link(bound, run.result); })) {
             fail("handler_write_denied",
                  "The result link must be a result location of an earlier call or point into a "
                  "cell this handler may write; leave \"result\" out to get a fresh result "
                  "cell.");
         }
     } else {
-        result = create(nullptr);
-        std::lock_guard lock(state_->mutex);
-        state_->result_cells.insert(result.cell_id);
-        input["result"] = result.to_json();
+        state_->refuse_pattern_writes();
+        Cell result_cell;
+        result_cell.value = nullptr;
+        result_cell.origin = Origin::handler_result;
+        run.result = state_->insert(std::move(result_cell), {}, run.hold.entry_->id);
+        input["result"] = run.result.to_json();
     }
     std::vector<CellLink> writable = found->writes;
-    writable.push_back(result);
+    writable.push_back(run.result);
     CellWriter writer(*this, std::move(writable), std::move(guard));
-    found->run(input, writer);
-    json value;
+    found->run(input, writer, context);
     try {
-        value = get(result);
+        run.value = get(run.result);
     } catch (const DialogError& error) {
         if (error.code() != "invalid_link") throw;
     }
-    return HandlerRun{std::move(result), std::move(value)};
+    return run;
+}
+
+void CellSpace::release(const CellLink& link) {
+    state_->refuse_pattern_writes();
+    std::vector<Cell> released;  // destroyed after the lock is let go
+    const std::lock_guard lock(state_->mutex);
+    state_->release_locked(link, released);
+}
+
+std::size_t CellSpace::collect() {
+    std::vector<Cell> released;  // destroyed after the lock is let go
+    const std::lock_guard lock(state_->mutex);
+    return state_->collect_locked(released);
+}
+
+std::size_t CellSpace::cell_count() const {
+    const std::lock_guard lock(state_->mutex);
+    return state_->cells.size();
+}
+
+const CellSpaceOptions& CellSpace::options() const noexcept {
+    return state_->options;
+}
+
+CellHold CellSpace::hold(const std::vector<CellLink>& links) {
+    CellHold made(new_hold(state_));
+    const std::lock_guard lock(state_->mutex);
+    auto& ids = state_->holds[made.entry_->id];
+    for (const auto& link : links) {
+        if (state_->cells.count(link.cell_id) != 0) ids.insert(link.cell_id);
+    }
+    return made;
+}
+
+bool CellHold::keep(const CellLink& link) {
+    if (!entry_) return false;
+    const auto state = entry_->state.lock();
+    if (!state) return false;
+    const std::lock_guard lock(state->mutex);
+    if (state->cells.count(link.cell_id) == 0) return false;
+    state->holds[entry_->id].insert(link.cell_id);
+    return true;
+}
+
+void CellHold::keep_mentioned(const json& value) {
+    if (!entry_) return;
+    const auto state = entry_->state.lock();
+    if (!state) return;
+    const std::lock_guard lock(state->mutex);
+    auto& ids = state->holds[entry_->id];
+    detail::for_each_mention(value, [&](std::string_view id) {
+        const auto found = state->cells.find(std::string(id));
+        if (found != state->cells.end()) ids.insert(found->first);
+    });
+}
+
+void CellHold::assign(const std::vector<CellLink>& links) {
+    if (!entry_) return;
+    const auto state = entry_->state.lock();
+    if (!state) return;
+    std::unordered_set<std::string> ids;
+    const std::lock_guard lock(state->mutex);
+    for (const auto& link : links) {
+        if (state->cells.count(link.cell_id) != 0) ids.insert(link.cell_id);
+    }
+    state->holds[entry_->id].swap(ids);
+}
+
+void CellHold::clear() {
+    assign({});
+}
+
+std::size_t CellHold::size() const {
+    if (!entry_) return 0;
+    const auto state = entry_->state.lock();
+    if (!state) return 0;
+    const std::lock_guard lock(state->mutex);
+    const auto found = state->holds.find(entry_->id);
+    return found == state->holds.end() ? 0 : found->second.size();
+}
+
+bool CellHold::holds(const CellLink& link) const {
+    if (!entry_) return false;
+    const auto state = entry_->state.lock();
+    if (!state) return false;
+    const std::lock_guard lock(state->mutex);
+    const auto found = state->holds.find(entry_->id);
+    return found != state->holds.end() && found->second.count(link.cell_id) != 0;
 }
 
 CellReader CellSpace::reader() const {

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "instance_store.hpp"
+#include "mentions.hpp"
 
 namespace ullm {
 
@@ -58,6 +59,13 @@ struct Dialog::Instance {
     std::optional<Conversation> conversation;
     std::optional<InterruptedTurn> interrupted;  ///< How the latest interrupted turn ended.
     std::uint64_t stored_turn_id = 0;            ///< The turn id of the stored record, once read.
+    /// The cells the instance needs between turns: its pins, its pattern instances' cells and
+    /// every cell its transcript or result mentions. Recomputed (under `keep_mutex`) after
+    /// each turn, `append` and load.
+    CellHold kept;
+    std::mutex keep_mutex;
+    /// The cells the running turn made known to the model, until its transcript is kept.
+    std::shared_ptr<CellHold> turn_cells;
 
     // Whether `tag` names the instance's running turn. Lock-free: called with `mutex` held.
     [[nodiscard]] bool current(const std::string& tag) const {
@@ -73,18 +81,56 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
     mutable std::mutex mutex;
     std::map<std::string, std::shared_ptr<Instance>, std::less<>> instances;
 
+    CellHold context_cells;  ///< Keeps `options.context_cells` while the dialog lives.
+
     State(const Client& owner, std::shared_ptr<CellSpace> cells, DialogOptions settings)
         : client(owner),
           space(cells),
           options(std::move(settings)),
           registry(std::move(cells), options.tools,
-                   DialogCatalogOptions{options.builtin_tools, options.result_schema}) {}
+                   DialogCatalogOptions{options.builtin_tools, options.result_schema}) {
+        std::vector<CellLink> links;
+        for (const auto& named : options.context_cells) links.push_back(named.link);
+        context_cells = space->hold(links);
+    }
 
     std::shared_ptr<Instance> instance(const std::string& name) {
         std::lock_guard lock(mutex);
         auto& slot = instances[name];
-        if (!slot) slot = std::make_shared<Instance>(name);
+        if (!slot) {
+            slot = std::make_shared<Instance>(name);
+            slot->kept = space->hold();
+        }
         return slot;
+    }
+
+    // Keeps the cells the instance needs between turns, from its state as it is now: pins,
+    // pattern instances, result and transcript. Recomputes are serialised, so the last one
+    // reflects the latest state; a running turn's own cells are in its `turn_cells` meanwhile.
+    void keep_cells(Instance& instance) const {
+        std::lock_guard keeping(instance.keep_mutex);
+        std::vector<CellLink> links;
+        std::optional<Conversation> conversation;
+        {
+            std::lock_guard lock(instance.mutex);
+            for (const auto& pin : instance.state.pins) links.push_back(pin.link);
+            for (const auto& running : instance.state.pattern_instances) {
+                links.push_back(running.argument);
+                links.push_back(running.result);
+            }
+            if (instance.result) {
+                detail::for_each_mention(*instance.result, [&](std::string_view id) {
+                    links.push_back({std::string(id), {}});
+                });
+            }
+            conversation = instance.conversation;
+        }
+        if (conversation) {
+            detail::for_each_mention(conversation->history(), [&](std::string_view id) {
+                links.push_back({std::string(id), {}});
+            });
+        }
+        instance.kept.assign(links);
     }
 
     [[nodiscard]] std::shared_ptr<Instance> find(const std::string& name) const {
@@ -142,8 +188,12 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
             if (instance->conversation) return *instance->conversation;
         }
         Conversation built = build_conversation(instance);
+        {
+            std::lock_guard guard(instance->mutex);
+            if (!instance->conversation) instance->conversation.emplace(std::move(built));
+        }
+        keep_cells(*instance);  // what a stored instance's record and transcript mention
         std::lock_guard guard(instance->mutex);
-        if (!instance->conversation) instance->conversation.emplace(std::move(built));
         return *instance->conversation;
     }
 
@@ -251,9 +301,15 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
             if (options.end_turn_at_result) context.end_turn = true;
             return input;
         }
+        // A call of a turn that is no longer current keeps nothing: its result is not stored.
+        std::shared_ptr<CellHold> turn_cells;
+        {
+            std::lock_guard lock(instance.mutex);
+            if (instance.current(context.turn_tag)) turn_cells = instance.turn_cells;
+        }
         DialogCall call{&instance.state, &instance.mutex,
                         [&instance, tag = context.turn_tag] { return instance.current(tag); },
-                        &context};
+                        &context, turn_cells.get()};
         ToolOutcome outcome = registry.run(tool, input, call);
         if (outcome.is_error) {
             throw ToolResultError(outcome.result.is_string() ? outcome.result.get<std::string>()
@@ -292,6 +348,7 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
     }
     std::uint64_t id = 0;
     std::stop_token stop;
+    const auto turn_cells = std::make_shared<CellHold>(state_->space->hold());
     {
         std::lock_guard lock(instance->mutex);
         if (instance->pending) {
@@ -310,10 +367,15 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
         stop = instance->stop.get_token();
         instance->last_activity = std::chrono::system_clock::now();
         instance->interrupted.reset();
+        instance->turn_cells = turn_cells;
     }
-    // Whatever happens, `pending` is cleared for this turn (never left stuck).
+    // Whatever happens, `pending` is cleared for this turn (never left stuck), and the cells
+    // the turn made known are kept as its transcript needs them, then let go.
     const auto finish = [&](DialogTurn turn) {
+        state_->keep_cells(*instance);
+        turn_cells->clear();
         std::lock_guard lock(instance->mutex);
+        if (instance->turn_cells == turn_cells) instance->turn_cells.reset();
         if (instance->turn_id == id) instance->pending = false;
         instance->last_activity = std::chrono::system_clock::now();
         turn.turn_id = id;
@@ -365,6 +427,7 @@ bool Dialog::append(const std::string& instance_name, std::vector<Message> messa
     } catch (const ConversationBusyError&) {
         return false;  // A cancelled turn is still finishing.
     }
+    state_->keep_cells(*instance);
     return true;
 }
 

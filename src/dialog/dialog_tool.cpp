@@ -236,6 +236,9 @@ DialogToolRegistry::DialogToolRegistry(std::shared_ptr<CellSpace> space,
                                  *result_schema_});
     }
     validate_declarations(declarations_);
+    std::vector<CellLink> cells;
+    for (const auto& tool : tools_) cells.push_back(tool.cell());
+    cells_ = space_->hold(cells);
 }
 
 std::vector<std::string> DialogToolRegistry::names() const {
@@ -275,6 +278,19 @@ json with_prefilled(json argument, const json& prefilled) {
     return argument;
 }
 
+// What the model is shown, with every cell it mentions kept in the call's hold first: the
+// model now knows those links (called while the run that made them still holds them).
+ToolOutcome shown(json result, const DialogCall& call) {
+    if (call.hold != nullptr) call.hold->keep_mentioned(result);
+    return ok(std::move(result));
+}
+
+// What a handler is told of its call: the stop token and deadline of the tool call.
+HandlerContext handler_context(const DialogCall& call) {
+    if (call.context == nullptr) return {};
+    return {call.context->stop_token, call.context->deadline};
+}
+
 // Refuses a handler's writes once its turn was cancelled or replaced; the check and the write
 // happen under the instance's lock, so a cancel cannot fall between them.
 CellWriteGuard turn_guard(const DialogCall& call) {
@@ -295,15 +311,17 @@ ToolOutcome DialogToolRegistry::run_caller_tool(const DialogTool& tool, json inp
                      "The input of \"" + tool.name() + "\" must be a JSON object.");
     }
     if (call.current && !call.current()) return error("cancelled", cancelled_text);
+    // The run's own cells are not shown (only their value), so they go once the call is over.
     if (tool.kind() == DialogTool::Kind::handler) {
-        return ok(CellSpace::render_for_model(
-            space_->run_handler(tool.cell(), input, turn_guard(call)).value));
+        const HandlerRun run =
+            space_->run_handler(tool.cell(), input, turn_guard(call), handler_context(call));
+        return shown(CellSpace::render_for_model(run.value), call);
     }
     const std::stop_token stop =
         call.context != nullptr ? call.context->stop_token : std::stop_token();
     const PatternRun run =
         space_->run_pattern(tool.cell(), with_prefilled(std::move(input), tool.prefilled()), stop);
-    return ok(CellSpace::render_for_model(run.value));
+    return shown(CellSpace::render_for_model(run.value), call);
 }
 
 ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& input,
@@ -327,7 +345,7 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
         }
         json out = {{"type", "json"}, {"value", CellSpace::render_for_model(space_->get(link))}};
         if (auto schema = space_->schema(link)) out["schema"] = std::move(*schema);
-        return ok(std::move(out));
+        return shown(std::move(out), call);
     }
     if (name == "schema") {
         switch (space_->kind(link)) {
@@ -352,20 +370,24 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
         const CellKind kind = space_->kind(link);
         if (kind == CellKind::handler) {
             if (call.current && !call.current()) return error("cancelled", cancelled_text);
-            const HandlerRun run = space_->run_handler(link, args, turn_guard(call));
+            const HandlerRun run =
+                space_->run_handler(link, args, turn_guard(call), handler_context(call));
             if (run.value.is_null()) return ok(nullptr);
-            return ok({{"@resultLocation", run.result.to_string()},
-                       {"result", CellSpace::render_for_model(run.value)},
-                       {"schema", schema_of_value(run.value)}});
+            return shown({{"@resultLocation", run.result.to_string()},
+                          {"result", CellSpace::render_for_model(run.value)},
+                          {"schema", schema_of_value(run.value)}},
+                         call);
         }
         if (kind == CellKind::pattern) {
             const auto pattern = space_->pattern(link);
             const PatternRun run = space_->run_pattern(link, args, stop);
             return guarded([&] {
                 call.state->pattern_instances.push_back({link, run.argument, run.result});
-                return ok({{"@resultLocation", run.result.to_string()},
-                           {"result", CellSpace::render_for_model(run.value)},
-                           {"schema", pattern->result_schema}});
+                if (call.hold != nullptr) (void)call.hold->keep(run.argument);
+                return shown({{"@resultLocation", run.result.to_string()},
+                              {"result", CellSpace::render_for_model(run.value)},
+                              {"schema", pattern->result_schema}},
+                             call);
             });
         }
         return error("invalid_link", "target does not resolve to a handler stream or pattern.");
@@ -420,13 +442,15 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
     }
     json argument = space_->get(instance->argument);
     for (const auto& [key, value] : updates->items()) argument[key] = value;
-    const json value = space_->run_pattern(instance->pattern, argument, stop).value;
+    // The run's fresh cells go once the call is over: the instance's own cells take its values.
+    const PatternRun run = space_->run_pattern(instance->pattern, argument, stop);
     return guarded([&] {
         space_->set(instance->argument, argument);
-        space_->set(instance->result, value);
-        return ok({{"success", true},
-                   {"@resultLocation", instance->result.to_string()},
-                   {"result", CellSpace::render_for_model(value)}});
+        space_->set(instance->result, run.value);
+        return shown({{"success", true},
+                      {"@resultLocation", instance->result.to_string()},
+                      {"result", CellSpace::render_for_model(run.value)}},
+                     call);
     });
 }
 

@@ -2,7 +2,10 @@
 
 #include <ullm/core/error.hpp>
 
+#include <string_view>
 #include <utility>
+
+#include "mentions.hpp"
 
 namespace ullm {
 
@@ -45,7 +48,15 @@ GeneratedObject generate_object(const Client& client, std::shared_ptr<CellSpace>
             "the model answered without calling " + std::string(present_result_tool_name) +
             (turn.text.empty() ? std::string() : ": \"" + turn.text.substr(0, 200) + "\""));
     }
-    return {std::move(*turn.result), dialog.transcript(instance, true), turn.usage};
+    GeneratedObject generated{std::move(*turn.result), dialog.transcript(instance, true),
+                              turn.usage};
+    // Taken while the dialog, which keeps these cells until it is destroyed, still lives.
+    std::vector<CellLink> mentioned;
+    const auto add = [&](std::string_view id) { mentioned.push_back({std::string(id), {}}); };
+    detail::for_each_mention(generated.object, add);
+    detail::for_each_mention(generated.messages, add);
+    generated.cells = dialog.registry().space()->hold(mentioned);
+    return generated;
 }
 
 GeneratedObject generate_object(const Client& client, std::shared_ptr<CellSpace> space,

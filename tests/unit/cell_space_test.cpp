@@ -488,3 +488,317 @@ TEST_CASE("cell space get and set from 8 threads", "[cell_space]") {
     CHECK(failures == 0);
     CHECK(space.get(counters.child("values")) == json(std::vector<int>(threads, rounds)));
 }
+
+namespace {
+
+// A space with a counter, a handler that counts and writes the count as its result, and a
+// pattern that returns the count: the cells a caller makes, and tools whose runs make cells.
+struct Runs {
+    explicit Runs(ullm::CellSpaceOptions options = {}) : space(options) {}
+
+    CellSpace space;
+    CellLink counter = space.create(0, std::nullopt, id_a);
+    CellLink add =
+        space.add_handler({.description = "Count one",
+                           .input_schema = {{"type", "object"}},
+                           .writes = {counter},
+                           .run = [this](const json& input, ullm::CellWriter& cells) {
+                               const int next = cells.get(counter).get<int>() + 1;
+                               cells.set(counter, next);
+                               cells.set(ullm::parse_link(input["result"]), json{{"count", next}});
+                           }});
+    CellLink count =
+        space.add_pattern({.description = "Read the count",
+                           .argument_schema = {{"type", "object"}},
+                           .result_schema = {{"type", "integer"}},
+                           .run = [this](const json&, const ullm::CellReader& cells,
+                                         std::stop_token) -> json { return cells.get(counter); }});
+    const std::size_t caller_cells = 3;
+};
+
+}  // namespace
+
+TEST_CASE("run cells nothing needs are released by collect; caller cells stay", "[cell_space]") {
+    Runs r;
+    REQUIRE(r.space.cell_count() == r.caller_cells);
+    std::vector<CellLink> made;
+    for (int i = 0; i < 10; ++i) made.push_back(r.space.run_handler(r.add, json::object()).result);
+    for (int i = 0; i < 5; ++i) {
+        const auto run = r.space.run_pattern(r.count, json::object());
+        made.push_back(run.argument);
+        made.push_back(run.result);
+    }
+    CHECK(r.space.cell_count() == r.caller_cells + 20);
+    CHECK(r.space.collect() == 20);
+    CHECK(r.space.cell_count() == r.caller_cells);
+    for (const auto& link : made) {
+        CHECK(error_code_of([&] { (void)r.space.get(link); }) == "unknown_cell");
+    }
+    // A released result cell is no longer accepted as the result location of a later call.
+    CHECK(error_code_of([&] {
+              (void)r.space.run_handler(r.add, json{{"result", made.front().to_json()}});
+          }) == "handler_write_denied");
+    CHECK(r.space.get(r.counter) == 10);  // caller cells keep their values
+    CHECK(r.space.collect() == 0);
+}
+
+TEST_CASE("a run's hold keeps its cells while it or a copy lives", "[cell_space]") {
+    Runs r;
+    ullm::PatternRun copy;
+    CellLink handler_result;
+    {
+        const auto handler_run = r.space.run_handler(r.add, json::object());
+        const auto pattern_run = r.space.run_pattern(r.count, json::object());
+        handler_result = handler_run.result;
+        copy = pattern_run;
+        CHECK(handler_run.hold.holds(handler_result));
+        CHECK(pattern_run.hold.size() == 2);
+        CHECK(r.space.collect() == 0);
+        CHECK(r.space.get(handler_result) == json{{"count", 1}});
+    }
+    // The handler's run is gone; the pattern's lives on in its copy.
+    CHECK(r.space.collect() == 1);
+    CHECK(error_code_of([&] { (void)r.space.get(handler_result); }) == "unknown_cell");
+    CHECK(r.space.get(copy.result) == 1);
+    CHECK(r.space.get(copy.argument) == json::object());
+    copy = {};
+    CHECK(r.space.collect() == 2);
+}
+
+TEST_CASE("a cell a kept cell mentions is kept: stored links, /of: texts, chains, bound cells",
+          "[cell_space]") {
+    Runs r;
+    auto one = r.space.run_handler(r.add, json::object());
+    auto two = r.space.run_handler(r.add, json::object());
+    auto three = r.space.run_handler(r.add, json::object());
+    auto four = r.space.run_handler(r.add, json::object());
+    // one: a stored link in a caller cell; two: a link in a caller cell's text; three: a
+    // stored link in one; four: the cell a handler is bound to.
+    r.space.set(one.result.child("next"), three.result.to_json());
+    const CellLink index =
+        r.space.create(json{{"kept", one.result.to_json()},
+                            {"note", "see /of:" + two.result.cell_id + ", it has the count"}});
+    const CellLink bound = r.space.add_handler({.description = "Writes a run cell",
+                                                .input_schema = {{"type", "object"}},
+                                                .writes = {four.result},
+                                                .run = [](const json&, ullm::CellWriter&) {}});
+    const std::vector<CellLink> links{one.result, two.result, three.result, four.result};
+    one = {};
+    two = {};
+    three = {};
+    four = {};
+    CHECK(r.space.collect() == 0);
+    CHECK(r.space.get(links[2].child("count")) == 3);
+    CHECK(r.space.get(CellLink{index.cell_id, "/kept/next/count"}) == 3);
+
+    // Without the caller cells that mention them, all four go.
+    r.space.set(index, json::object());
+    r.space.release(bound);
+    CHECK(r.space.collect() == 4);
+    CHECK(r.space.cell_count() == r.caller_cells + 1);
+    // A stored link to a released cell reads as unknown_cell, as any dangling link does.
+    r.space.set(index, json{{"kept", links[0].to_json()}});
+    CHECK(error_code_of([&] { (void)r.space.get(index.child("kept")); }) == "unknown_cell");
+}
+
+TEST_CASE("a CellHold keeps the cells it names until it lets go", "[cell_space]") {
+    Runs r;
+    ullm::CellHold hold = r.space.hold();
+    CellLink first;
+    CellLink second;
+    {
+        const auto a = r.space.run_handler(r.add, json::object());
+        const auto b = r.space.run_handler(r.add, json::object());
+        first = a.result;
+        second = b.result;
+        CHECK(hold.keep(a.result.child("count")));  // the pointer does not matter
+        hold.keep_mentioned(json{{"@resultLocation", b.result.to_string()}, {"other", 1}});
+    }
+    CHECK(hold.size() == 2);
+    CHECK(hold.holds(first));
+    CHECK(r.space.collect() == 0);
+    const ullm::CellHold copy = hold;  // copies share one hold
+    hold.assign({second});
+    CHECK_FALSE(copy.holds(first));
+    CHECK(r.space.collect() == 1);
+    CHECK_FALSE(hold.keep(first));  // released: nothing to keep
+    CHECK_FALSE(hold.keep(CellLink{std::string(24, 'z'), ""}));
+    hold.clear();
+    CHECK(copy.size() == 0);
+    CHECK(r.space.collect() == 1);
+
+    const ullm::CellHold none;
+    CHECK_FALSE(ullm::CellHold().keep(r.counter));
+    CHECK(none.size() == 0);
+    // A hold may outlive its space.
+    ullm::CellHold orphan;
+    {
+        CellSpace gone;
+        orphan = gone.hold({gone.create(1)});
+        CHECK(orphan.size() == 1);
+    }
+    CHECK(orphan.size() == 0);
+    CHECK_FALSE(orphan.keep(r.counter));
+}
+
+TEST_CASE("release frees a cell now and refuses one still in use with cell_in_use",
+          "[cell_space]") {
+    Runs r;
+    const CellLink spare = r.space.create(json{{"v", 1}});
+    r.space.release(spare);
+    CHECK(error_code_of([&] { (void)r.space.get(spare); }) == "unknown_cell");
+    CHECK(error_code_of([&] { r.space.release(spare); }) == "unknown_cell");
+    CHECK(error_code_of([&] { r.space.release(r.counter.child("x")); }) == "invalid_link");
+
+    // Bound by a handler, linked from a kept cell, named by a hold.
+    CHECK(error_code_of([&] { r.space.release(r.counter); }) == "cell_in_use");
+    const CellLink target = r.space.create(1);
+    const CellLink holder = r.space.create(json{{"ref", target.to_json()}});
+    CHECK(message_of([&] { r.space.release(target); }).find("links to it") != std::string::npos);
+    r.space.set(holder, nullptr);
+    {
+        const auto hold = r.space.hold({target});
+        CHECK(message_of([&] { r.space.release(target); }).find("it is held") != std::string::npos);
+    }
+    r.space.release(target);
+    CHECK(error_code_of([&] { (void)r.space.get(target); }) == "unknown_cell");
+
+    // A run cell goes early once its run lets go of it; a link from a cell nothing keeps does
+    // not keep it.
+    auto run = r.space.run_handler(r.add, json::object());
+    const CellLink result = run.result;
+    CHECK(error_code_of([&] { r.space.release(result); }) == "cell_in_use");
+    auto linker = r.space.run_handler(r.add, json::object());
+    r.space.set(linker.result, result.to_json());
+    run = {};
+    linker = {};
+    r.space.release(result);
+    CHECK(error_code_of([&] { (void)r.space.get(result); }) == "unknown_cell");
+
+    // Once its handler is gone, the counter can go too; a pattern cannot release anything.
+    r.space.release(r.add);
+    const CellLink release_counter = r.space.add_pattern(
+        {.description = "Releases the counter",
+         .argument_schema = {{"type", "object"}},
+         .result_schema = json::object(),
+         .run = [&r](const json&, const ullm::CellReader&, std::stop_token) -> json {
+             r.space.release(r.counter);
+             return nullptr;
+         }});
+    CHECK(error_code_of([&] { (void)r.space.run_pattern(release_counter, json::object()); }) ==
+          "pattern_write_denied");
+    r.space.release(r.counter);
+    CHECK(error_code_of([&] { (void)r.space.get(r.counter); }) == "unknown_cell");
+}
+
+TEST_CASE("a space never passes max_cells: collections make room, a full one refuses",
+          "[cell_space]") {
+    Runs r({.max_cells = 8});
+    CHECK(r.space.options().max_cells == 8);
+    CHECK(CellSpace().options().max_cells == ullm::default_max_cells);
+    std::size_t most = 0;
+    for (int i = 0; i < 200; ++i) {
+        (void)r.space.run_handler(r.add, json::object());
+        (void)r.space.run_pattern(r.count, json::object());
+        most = std::max(most, r.space.cell_count());
+    }
+    CHECK(most == 8);
+    CHECK(r.space.get(r.counter) == 200);
+
+    // When every cell is still held, the next cell is refused and nothing runs.
+    (void)r.space.collect();
+    std::vector<ullm::HandlerRun> held;
+    while (r.space.cell_count() < 8) held.push_back(r.space.run_handler(r.add, json::object()));
+    CHECK(error_code_of([&] { (void)r.space.run_handler(r.add, json::object()); }) ==
+          "cell_space_full");
+    CHECK(error_code_of([&] { (void)r.space.run_pattern(r.count, json::object()); }) ==
+          "cell_space_full");
+    CHECK(message_of([&] { r.space.create(1); }).find("its limit of 8 cells") != std::string::npos);
+    CHECK(r.space.get(r.counter) == 205);
+    CHECK(r.space.cell_count() == 8);
+    held.pop_back();
+    CHECK_NOTHROW(r.space.create(1));  // the collection it starts makes room
+}
+
+TEST_CASE("many runs keep the cell count bounded with no collect call", "[cell_space]") {
+    Runs r;
+    std::size_t most = 0;
+    for (int i = 0; i < 3000; ++i) {
+        (void)r.space.run_handler(r.add, json::object());
+        (void)r.space.run_pattern(r.count, json::object());
+        most = std::max(most, r.space.cell_count());
+    }
+    // 9000 cells were made; collections ran whenever 1024 more had piled up.
+    CHECK(most <= r.caller_cells + 1024 + 4);
+    CHECK(r.space.cell_count() <= most);
+    CHECK(r.space.get(r.counter) == 3000);
+}
+
+TEST_CASE("runs, holds and collections from several threads", "[cell_space]") {
+    Runs r({.max_cells = 64});
+    std::atomic<int> failures{0};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> workers;
+    for (int t = 0; t < 4; ++t) {
+        workers.emplace_back([&] {
+            try {
+                for (int i = 0; i < 150; ++i) {
+                    const auto run = r.space.run_handler(r.add, json::object());
+                    if (r.space.get(run.result) != run.value) ++failures;
+                    const auto pattern = r.space.run_pattern(r.count, json::object());
+                    if (r.space.get(pattern.result) != pattern.value) ++failures;
+                    auto hold = r.space.hold({run.result});
+                    hold.keep_mentioned(json{{"@link", pattern.argument.to_string()}});
+                    if (hold.size() != 2) ++failures;
+                }
+            } catch (const ullm::Error&) {
+                ++failures;
+            }
+        });
+    }
+    std::thread collector([&] {
+        while (!done) {
+            (void)r.space.collect();
+            if (r.space.cell_count() > 64) ++failures;
+        }
+    });
+    for (auto& worker : workers) worker.join();
+    done = true;
+    collector.join();
+    CHECK(failures == 0);
+    (void)r.space.collect();
+    CHECK(r.space.cell_count() == r.caller_cells);
+}
+
+TEST_CASE("a handler may take a HandlerContext with its stop token and deadline", "[cell_space]") {
+    CellSpace space;
+    std::vector<bool> seen;
+    const CellLink watch = space.add_handler(
+        {.description = "Reports whether it should stop",
+         .input_schema = {{"type", "object"}},
+         .run = [&seen](const json&, ullm::CellWriter&, const ullm::HandlerContext& context) {
+             seen.push_back(context.stop_requested());
+         }});
+    (void)space.run_handler(watch, json::object());
+    std::stop_source stop;
+    (void)space.run_handler(watch, json::object(), {}, {.stop_token = stop.get_token()});
+    stop.request_stop();
+    (void)space.run_handler(watch, json::object(), {}, {.stop_token = stop.get_token()});
+    (void)space.run_handler(
+        watch, json::object(), {},
+        {.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1)});
+    // Called as a handler was called before it had a context: no stop, no deadline.
+    ullm::CellWriter writer(space, {});
+    space.handler(watch)->run(json::object(), writer);
+    CHECK(seen == std::vector<bool>{false, false, true, true, false});
+
+    // An empty callable of either kind is no handler.
+    const std::function<void(const json&, ullm::CellWriter&)> none;
+    CHECK_FALSE(ullm::HandlerFunction(none));
+    CHECK_FALSE(ullm::HandlerFunction(nullptr));
+    CHECK(error_code_of([&] { space.add_handler({.description = "empty", .run = none}); }) ==
+          "invalid_cell_value");
+    void (*no_function)(const json&, ullm::CellWriter&, const ullm::HandlerContext&) = nullptr;
+    CHECK(error_code_of([&] { space.add_handler({.description = "empty", .run = no_function}); }) ==
+          "invalid_cell_value");
+}

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "support/catch.hpp"
@@ -242,4 +243,50 @@ TEST_CASE("a dialog turn whose record cannot be written fails and keeps nothing"
     CHECK(dialog.transcript("alice").size() == 4);
     CHECK(ullm::Dialog(s.client, s.space, {.session_store = flaky}).transcript("alice") ==
           dialog.transcript("alice"));
+}
+
+TEST_CASE("run cells a stored transcript mentions are kept by the Dialog that loads it",
+          "[dialog][dialog_store]") {
+    Stored s;
+    const auto add =
+        s.space->add_handler({.description = "Adds a note",
+                              .input_schema = ullm::schema::object(),
+                              .writes = {s.notes},
+                              .run = [notes = s.notes](const json& input, ullm::CellWriter& cells) {
+                                  cells.set(notes.child("-"), "note");
+                                  cells.set(ullm::parse_link(input["result"]), {{"added", true}});
+                              }});
+    s.provider->push_tool_call("invoke", {{"path", add.to_string()}});
+    s.provider->push_text("added");
+    ullm::CellLink result;
+    std::optional<ullm::Dialog> second;
+    {
+        auto first = s.dialog();
+        REQUIRE(first.send("alice", "add a note").status == ullm::DialogTurnStatus::completed);
+        result = ullm::parse_link(
+            first.transcript("alice").at(2).tool_results().at(0).result["@resultLocation"]);
+        // Loaded while the first still lives: the second keeps what its transcript mentions.
+        second.emplace(s.client, s.space,
+                       ullm::DialogOptions{.result_schema = s.schema, .session_store = s.store});
+        CHECK(second->transcript("alice") == first.transcript("alice"));
+    }
+    (void)s.space->collect();
+    CHECK(s.space->get(result) == json{{"added", true}});
+
+    // With no live Dialog mentioning it, the cell goes; the record still loads whole, and the
+    // model's link to the released cell is answered unknown_cell.
+    second.reset();
+    CHECK(s.space->collect() == 1);
+    auto third = s.dialog();
+    CHECK(third.transcript("alice").size() == 4);
+    s.provider->push_tool_call("read", {{"path", result.to_string()}});
+    s.provider->push_text("it is gone");
+    const auto turn = third.send("alice", "read it again");
+    CHECK(turn.status == ullm::DialogTurnStatus::completed);
+    const auto transcript = third.transcript("alice");
+    REQUIRE(transcript.size() == 8);
+    const auto read = transcript[6].tool_results().at(0);
+    CHECK(read.is_error);
+    CHECK(read.result.get<std::string>().rfind("There is no cell", 0) == 0);
+    CHECK(s.record("alice")["turn_id"] == 2);
 }

@@ -5,14 +5,17 @@
 #include <ullm/tools/schema.hpp>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
 using namespace std::chrono_literals;
 using ullm::json;
 
+using ullm::test::error_code_of;
 using ullm::test::wait_until;
 
 namespace {
@@ -409,4 +412,225 @@ TEST_CASE("a presentResult call cut off by a cancel stores nothing", "[dialog]")
     const auto next = dialog.send("alice", "again");
     REQUIRE(next.result);
     CHECK(*next.result == json{{"summary", "kept"}});
+}
+
+namespace {
+
+// The `@resultLocation` of the tool result in message `index` of `transcript`.
+ullm::CellLink result_location(const std::vector<ullm::Message>& transcript, std::size_t index) {
+    const auto results = transcript.at(index).tool_results();
+    REQUIRE(results.size() == 1);
+    INFO(results[0].result.dump());
+    REQUIRE(results[0].result.is_object());
+    REQUIRE(results[0].result.contains("@resultLocation"));
+    return ullm::parse_link(results[0].result["@resultLocation"]);
+}
+
+// A handler that appends a note and reports how many there are in its result cell.
+ullm::CellLink add_note_handler(ullm::CellSpace& space, const ullm::CellLink& notes) {
+    return space.add_handler(
+        {.description = "Adds a note",
+         .input_schema = ullm::schema::object(),
+         .writes = {notes},
+         .run = [notes](const json& input, ullm::CellWriter& cells) {
+             cells.set(notes.child("-"), "note");
+             cells.set(ullm::parse_link(input["result"]), {{"count", cells.get(notes).size()}});
+         }});
+}
+
+}  // namespace
+
+TEST_CASE("a long dialog's handler and pattern calls do not pile up cells", "[dialog]") {
+    ullm::test::ScriptedClient scripted;
+    // Sixty turns make 180 run cells; a space of 16 holds them only if they go.
+    const auto space = std::make_shared<ullm::CellSpace>(ullm::CellSpaceOptions{.max_cells = 16});
+    const auto notes = space->create(json::array(), std::nullopt, "notes-list-0123456789abcdef");
+    const auto add = add_note_handler(*space, notes);
+    const auto count = space->add_pattern(
+        {.description = "Counts the notes",
+         .argument_schema = ullm::schema::object(),
+         .result_schema = ullm::schema::integer(),
+         .run = [notes](const json&, const ullm::CellReader& cells, std::stop_token) -> json {
+             return cells.get(notes).size();
+         }});
+    ullm::Dialog dialog(scripted.client, space,
+                        {.tools = {ullm::DialogTool::handler("add_note", add),
+                                   ullm::DialogTool::pattern("count_notes", count)}});
+    constexpr int turns = 60;
+    for (int i = 0; i < turns; ++i) {
+        scripted.provider->push(
+            ullm::test::parallel_calls({{"a" + std::to_string(i), "add_note", json::object()},
+                                        {"c" + std::to_string(i), "count_notes", json::object()}}));
+        scripted.provider->push_text("noted");
+    }
+    for (int i = 0; i < turns; ++i) {
+        const auto turn = dialog.send(i % 2 == 0 ? "alice" : "bob", "add a note");
+        REQUIRE(turn.status == ullm::DialogTurnStatus::completed);
+    }
+    for (const auto& message : dialog.transcript("alice")) {
+        for (const auto& result : message.tool_results()) CHECK_FALSE(result.is_error);
+    }
+    CHECK(space->get(notes).size() == turns);
+    CHECK(dialog.transcript("bob").back().text() == "noted");
+    CHECK(space->cell_count() <= 16);
+    (void)space->collect();
+    CHECK(space->cell_count() == 3);  // the caller's cells: nothing a transcript still needs
+}
+
+TEST_CASE("a cell an invoke showed the model stays while its instance lives", "[dialog]") {
+    Notes n;
+    const auto add = add_note_handler(*n.space, n.notes);
+    n.provider->push_tool_call("invoke", {{"path", add.to_string()}, {"args", json::object()}});
+    n.provider->push_text("invoked");
+    std::optional<ullm::Dialog> dialog;
+    dialog.emplace(n.client, n.space,
+                   ullm::DialogOptions{.tools = {ullm::DialogTool::pattern("wait", n.wait)}});
+    REQUIRE(dialog->send("alice", "add one").status == ullm::DialogTurnStatus::completed);
+    const auto result = result_location(dialog->transcript("alice"), 2);
+    (void)n.space->collect();
+    CHECK(n.space->get(result) == json{{"count", 1}});
+
+    // The next turn may use it: read it, or name it as a handler's result location.
+    n.provider->push_tool_call("read", {{"path", result.to_string()}});
+    n.provider->push_tool_call(
+        "invoke", {{"path", add.to_string()}, {"args", {{"result", result.to_json()}}}});
+    n.provider->push_text("read and reused");
+    REQUIRE(dialog->send("alice", "read it").status == ullm::DialogTurnStatus::completed);
+    const auto transcript = dialog->transcript("alice");
+    REQUIRE(transcript.size() == 10);
+    const auto read = transcript[6].tool_results().at(0);
+    CHECK_FALSE(read.is_error);
+    CHECK(read.result["value"] == json{{"count", 1}});
+    CHECK(result_location(transcript, 8) == result);
+    CHECK(n.space->get(result) == json{{"count", 2}});
+
+    // Another instance's transcript does not mention it, and once the dialog is gone nothing
+    // needs it.
+    dialog.reset();
+    CHECK(n.space->collect() == 1);
+    CHECK(error_code_of([&] { (void)n.space->get(result); }) == "unknown_cell");
+}
+
+TEST_CASE("pins, pattern instances and context cells are in use while the dialog lives",
+          "[dialog]") {
+    Notes n;
+    n.release = true;
+    const auto shown =
+        n.space->create(json{{"shown", true}}, std::nullopt, "shown-cell-0123456789abcdef");
+    n.provider->push_tool_call("invoke", {{"path", n.wait.to_string()}});
+    n.provider->push_text("started");
+    std::optional<ullm::Dialog> dialog;
+    dialog.emplace(n.client, n.space,
+                   ullm::DialogOptions{.tools = {ullm::DialogTool::pattern("wait", n.wait)},
+                                       .context_cells = {{"Shown", shown}}});
+    REQUIRE(dialog->send("alice", "start it").status == ullm::DialogTurnStatus::completed);
+    const auto started = result_location(dialog->transcript("alice"), 2);
+
+    // A pattern instance's cells stay between turns: updateArgument reruns it.
+    (void)n.space->collect();
+    n.provider->push_tool_call("updateArgument",
+                               {{"path", started.to_string()}, {"updates", json::object()}});
+    n.provider->push_tool_call("pin", {{"path", started.to_string()}, {"name", "Run"}});
+    n.provider->push_text("updated");
+    REQUIRE(dialog->send("alice", "again").status == ullm::DialogTurnStatus::completed);
+    const auto updated = dialog->transcript("alice")[6].tool_results().at(0);
+    CHECK_FALSE(updated.is_error);
+    CHECK(updated.result["success"] == true);
+    CHECK(dialog->system_prompt("alice").find("## Run") != std::string::npos);
+    // The rerun's own cells went; the instance's two stay.
+    CHECK(n.space->collect() == 2);
+    CHECK(n.space->get(started) == "released");
+
+    // A caller's cell the dialog lists, or one of its tools, cannot be released meanwhile.
+    CHECK(error_code_of([&] { n.space->release(shown); }) == "cell_in_use");
+    CHECK(error_code_of([&] { n.space->release(n.wait); }) == "cell_in_use");
+    dialog.reset();
+    n.space->release(shown);
+    n.space->release(n.wait);
+    CHECK(n.space->collect() == 2);
+    CHECK(error_code_of([&] { (void)n.space->get(started); }) == "unknown_cell");
+}
+
+TEST_CASE("a tool call in a full space gets cell_space_full as its error", "[dialog]") {
+    ullm::test::ScriptedClient scripted;
+    const auto space = std::make_shared<ullm::CellSpace>(ullm::CellSpaceOptions{.max_cells = 4});
+    const auto notes = space->create(json::array(), std::nullopt, "notes-list-0123456789abcdef");
+    const auto add = add_note_handler(*space, notes);
+    // Each invoke's result location is shown, so the turn keeps it: the third finds no room.
+    const json invoke = {{"path", add.to_string()}};
+    scripted.provider->push(ullm::test::parallel_calls(
+        {{"c1", "invoke", invoke}, {"c2", "invoke", invoke}, {"c3", "invoke", invoke}}));
+    scripted.provider->push_text("out of room");
+    ullm::Dialog dialog(scripted.client, space, {});
+    REQUIRE(dialog.send("alice", "add three").status == ullm::DialogTurnStatus::completed);
+    const auto transcript = dialog.transcript("alice");
+    REQUIRE(transcript.size() == 6);
+    CHECK_FALSE(transcript[2].tool_results().at(0).is_error);
+    CHECK_FALSE(transcript[3].tool_results().at(0).is_error);
+    const auto refused = transcript[4].tool_results().at(0);
+    CHECK(refused.is_error);
+    CHECK(refused.result.get<std::string>().rfind("The cell space is full", 0) == 0);
+    CHECK(space->get(notes).size() == 2);
+}
+
+TEST_CASE("a cancelled dialog's handler sees its stop token", "[dialog]") {
+    Notes n;
+    // Shared with the handler's thread, which may outlive the turn.
+    auto entered = std::make_shared<std::atomic<bool>>(false);
+    auto saw_stop = std::make_shared<std::atomic<bool>>(false);
+    const auto patient =
+        n.space->add_handler({.description = "Waits until it is asked to stop",
+                              .input_schema = ullm::schema::object(),
+                              .run = [entered, saw_stop](const json&, ullm::CellWriter&,
+                                                         const ullm::HandlerContext& context) {
+                                  *entered = true;
+                                  const auto give_up = std::chrono::steady_clock::now() + 10s;
+                                  while (!context.stop_token.stop_requested() &&
+                                         std::chrono::steady_clock::now() < give_up) {
+                                      std::this_thread::sleep_for(1ms);
+                                  }
+                                  *saw_stop = context.stop_token.stop_requested();
+                              }});
+    n.provider->push_tool_call("patient", json::object());
+    auto dialog = n.dialog({.tools = {ullm::DialogTool::handler("patient", patient)}});
+    ullm::DialogTurn cancelled;
+    std::thread first([&] { cancelled = dialog.send("alice", "wait"); });
+    wait_until([&] { return entered->load(); });
+    CHECK_FALSE(saw_stop->load());
+    REQUIRE(dialog.cancel("alice"));
+    first.join();
+    CHECK(cancelled.status == ullm::DialogTurnStatus::cancelled);
+    wait_until([&] { return saw_stop->load(); });
+}
+
+TEST_CASE("a handler past its tool deadline sees its stop token", "[dialog]") {
+    Notes n;
+    auto saw_stop = std::make_shared<std::atomic<bool>>(false);
+    auto past_deadline = std::make_shared<std::atomic<bool>>(false);
+    const auto patient = n.space->add_handler(
+        {.description = "Waits until it is asked to stop",
+         .input_schema = ullm::schema::object(),
+         .run = [saw_stop, past_deadline](const json&, ullm::CellWriter&,
+                                          const ullm::HandlerContext& context) {
+             const auto give_up = std::chrono::steady_clock::now() + 10s;
+             while (!context.stop_token.stop_requested() &&
+                    std::chrono::steady_clock::now() < give_up) {
+                 std::this_thread::sleep_for(1ms);
+             }
+             *past_deadline = std::chrono::steady_clock::now() >= context.deadline;
+             *saw_stop = context.stop_token.stop_requested();
+         }});
+    n.provider->push_tool_call("patient", json::object());
+    n.provider->push_text("went on without it");
+    auto dialog = n.dialog(
+        {.tools = {ullm::DialogTool::handler("patient", patient)}, .tool_execution_timeout = 50ms});
+    const auto turn = dialog.send("alice", "wait");
+    CHECK(turn.status == ullm::DialogTurnStatus::completed);
+    CHECK(turn.text == "went on without it");
+    const auto result = dialog.transcript("alice").at(2).tool_results().at(0);
+    CHECK(result.is_error);
+    CHECK(result.result.get<std::string>().find("did not finish within 50 ms") !=
+          std::string::npos);
+    wait_until([&] { return saw_stop->load(); });
+    CHECK(past_deadline->load());
 }

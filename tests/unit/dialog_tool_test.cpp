@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 
 using ullm::json;
 
@@ -240,4 +241,60 @@ TEST_CASE("dialog built-ins pin, unpin and updateArgument", "[dialog_tool]") {
     n.current = false;
     CHECK(registry.run("pin", pin, n.call).error_code == "cancelled");
     CHECK(n.state.pins.empty());
+}
+
+TEST_CASE("a call keeps the cells it showed; the cells of handler and pattern tools go",
+          "[dialog_tool]") {
+    Notes n;
+    const auto registry = n.registry();
+    ullm::CellHold hold = n.space->hold();
+    n.call.hold = &hold;
+    const std::size_t caller_cells = n.space->cell_count();
+    // A tool's result is a value: its own cells are shown to no one and go.
+    CHECK_FALSE(registry.run("add_note", {{"text", "eggs"}}, n.call).is_error);
+    CHECK_FALSE(registry.run("count_words", json::object(), n.call).is_error);
+    CHECK(hold.size() == 0);
+    CHECK(n.space->collect() == 3);
+
+    // invoke shows a result location: the call keeps it, and a pattern instance's two cells.
+    const auto invoked = registry.run(
+        "invoke", {{"path", n.add_note.to_string()}, {"args", {{"text", "tea"}}}}, n.call);
+    const auto location = ullm::parse_link(invoked.result["@resultLocation"]);
+    CHECK(hold.holds(location));
+    const auto started = registry.run(
+        "invoke", {{"path", n.count_words.to_string()}, {"args", {{"notes", n.notes.to_json()}}}},
+        n.call);
+    REQUIRE(n.state.pattern_instances.size() == 1);
+    CHECK(hold.holds(n.state.pattern_instances[0].argument));
+    CHECK(hold.holds(n.state.pattern_instances[0].result));
+    CHECK(n.space->collect() == 0);
+    const auto updated = registry.run(
+        "updateArgument", {{"path", started.result["@resultLocation"]}, {"updates", {{"min", 1}}}},
+        n.call);
+    CHECK_FALSE(updated.is_error);
+    CHECK(n.space->collect() == 2);  // the rerun's own cells
+    CHECK(n.space->cell_count() == caller_cells + 3);
+    CHECK(n.space->get(n.state.pattern_instances[0].argument)["min"] == 1);
+
+    // The registry holds its tools' cells while it lives.
+    CHECK(ullm::test::error_code_of([&] { n.space->release(n.add_note); }) == "cell_in_use");
+}
+
+TEST_CASE("a handler tool gets the call's stop token as its HandlerContext", "[dialog_tool]") {
+    Notes n;
+    bool saw_stop = false;
+    const auto watch = n.space->add_handler(
+        {.description = "Reports its stop",
+         .input_schema = ullm::schema::object(),
+         .run = [&saw_stop](const json&, ullm::CellWriter&, const ullm::HandlerContext& context) {
+             saw_stop = context.stop_token.stop_requested();
+         }});
+    const auto registry = n.registry({ullm::DialogTool::handler("watch", watch)});
+    std::stop_source stop;
+    n.context.stop_token = stop.get_token();
+    CHECK_FALSE(registry.run("watch", json::object(), n.call).is_error);
+    CHECK_FALSE(saw_stop);
+    stop.request_stop();
+    CHECK_FALSE(registry.run("invoke", {{"path", watch.to_string()}}, n.call).is_error);
+    CHECK(saw_stop);
 }

@@ -4,6 +4,8 @@
 #include <ullm/providers/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
+#include <optional>
+
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
@@ -142,4 +144,31 @@ TEST_CASE("generate_object checks its input and passes provider errors on", "[di
     CHECK(error_code_of([&] {
               (void)ullm::generate_object(r.client, r.space, "Plan", r.options());
           }) == "rate_limited");
+}
+
+TEST_CASE("generate_object keeps the cells its messages mention until a dialog takes them",
+          "[dialog]") {
+    Recipes r;
+    auto options = r.options(false);
+    options.builtin_tools = true;
+    r.provider->push_tool_call("invoke",
+                               {{"path", r.add.to_string()}, {"args", {{"item", "basil"}}}});
+    r.provider->push_tool_call("presentResult", {{"dish", "pesto"}, {"minutes", 20}});
+    std::optional<ullm::GeneratedObject> generated =
+        ullm::generate_object(r.client, r.space, "Plan dinner", options);
+    const auto result =
+        ullm::parse_link(generated->messages.at(2).tool_results().at(0).result["@resultLocation"]);
+    CHECK(generated->cells.holds(result));
+    (void)r.space->collect();
+    CHECK(r.space->get(result) == json{{"items", 1}});
+
+    std::optional<ullm::Dialog> dialog;
+    dialog.emplace(r.client, r.space, ullm::DialogOptions{.result_schema = r.schema});
+    REQUIRE(dialog->append("alice", generated->messages));
+    generated.reset();
+    (void)r.space->collect();
+    CHECK(r.space->get(result) == json{{"items", 1}});  // the dialog keeps it now
+    dialog.reset();
+    CHECK(r.space->collect() == 1);
+    CHECK(error_code_of([&] { (void)r.space->get(result); }) == "unknown_cell");
 }

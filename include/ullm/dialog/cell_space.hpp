@@ -5,6 +5,10 @@
 
 #include <ullm/core/json.hpp>
 
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -12,6 +16,8 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace ullm {
@@ -58,36 +64,149 @@ enum class CellKind { data, handler, pattern };
 
 class CellReader;
 class CellWriter;
+class CellSpace;
 
 /// Wraps each write of a `CellWriter`: calls `write` when the write may happen (under whatever
 /// lock makes that decision hold), or throws to refuse it. A dialog refuses the writes of a
 /// cancelled or replaced turn this way.
 using CellWriteGuard = std::function<void(const std::function<void()>& write)>;
 
+/// Keeps cells of a `CellSpace` in use, so that they are not released (see "Cell lifetime" in
+/// docs/dialog.md): while a hold names a cell, `collect` keeps it and `release` refuses it. A
+/// dialog instance holds its pins, its pattern instances and the cells its transcript mentions;
+/// a run holds the cells it made. A default-constructed hold belongs to no space and keeps
+/// nothing. Cheap to copy: copies share one hold, which lets go when the last copy is
+/// destroyed; it may outlive its space. Thread-safe.
+class CellHold {
+public:
+    CellHold() = default;
+
+    /// Keeps the cell of `link` (its pointer is ignored). Returns false, keeping nothing, when
+    /// there is no such cell or the hold belongs to no space. Does not throw but `bad_alloc`.
+    bool keep(const CellLink& link);
+    /// Keeps every existing cell that `value` mentions: stored links (`{"@link": …}`) and
+    /// `/of:<id>` texts inside strings, as a transcript holds them.
+    void keep_mentioned(const json& value);
+    /// Keeps exactly the existing cells of `links` from now on.
+    void assign(const std::vector<CellLink>& links);
+    /// Keeps nothing from now on.
+    void clear();
+    /// How many cells it keeps.
+    [[nodiscard]] std::size_t size() const;
+    /// Whether it keeps the cell of `link`.
+    [[nodiscard]] bool holds(const CellLink& link) const;
+
+    struct Entry;  ///< Opaque: the hold as its space knows it.
+
+private:
+    friend class CellSpace;
+    explicit CellHold(std::shared_ptr<Entry> entry) : entry_(std::move(entry)) {}
+    std::shared_ptr<Entry> entry_;
+};
+
 /// What one `CellSpace::run_pattern` produced: the instance's own argument and result cells,
-/// and the result value (already checked against the pattern's `result_schema`).
+/// and the result value (already checked against the pattern's `result_schema`). `hold` keeps
+/// the two cells while it (or a copy) lives; after that they are released once nothing else
+/// needs them.
 struct PatternRun {
     CellLink argument;
     CellLink result;
     json value;
+    CellHold hold;
 };
 
 /// What one `CellSpace::run_handler` produced: the result cell the handler was given and what
-/// it wrote there (null when it wrote nothing).
+/// it wrote there (null when it wrote nothing). `hold` keeps a fresh result cell while it (or a
+/// copy) lives; after that it is released once nothing else needs it.
 struct HandlerRun {
     CellLink result;
     json value;
+    CellHold hold;
+};
+
+/// What a running handler may know about its call, as `ToolContext` tells a tool: a stop token,
+/// signalled when the dialog turn that made the call is cancelled or the call's deadline passes,
+/// and that deadline. The default has no stop and no deadline.
+struct HandlerContext {
+    std::stop_token stop_token;
+    /// When the call times out; `time_point::max()` means no deadline.
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+    /// Whether the handler should stop: a stop was requested or the deadline has passed.
+    [[nodiscard]] bool stop_requested() const noexcept {
+        return stop_token.stop_requested() || std::chrono::steady_clock::now() >= deadline;
+    }
+};
+
+/// The callable of a handler cell. Holds either signature: `void(const json& input,
+/// CellWriter& cells)`, or, for a handler that wants its stop token, `void(const json& input,
+/// CellWriter& cells, const HandlerContext& context)`. Empty by default (and when made from an
+/// empty `std::function` or a null function pointer). Copyable; calling it is as thread-safe as
+/// the callable.
+class HandlerFunction {
+public:
+    using Signature = void(const json& input, CellWriter& cells, const HandlerContext& context);
+
+    HandlerFunction() = default;
+    HandlerFunction(std::nullptr_t) noexcept {}
+
+    /// A handler that receives its context.
+    template <class F>
+    requires(!std::same_as<std::remove_cvref_t<F>, HandlerFunction> &&
+             std::invocable<F&, const json&, CellWriter&, const HandlerContext&>)
+        HandlerFunction(F function) {
+        if (is_empty(function)) return;
+        run_ = std::move(function);
+    }
+
+    /// A handler without a context (the signature handlers had first).
+    template <class F>
+    requires(!std::same_as<std::remove_cvref_t<F>, HandlerFunction> &&
+             !std::invocable<F&, const json&, CellWriter&, const HandlerContext&> &&
+             std::invocable<F&, const json&, CellWriter&>) HandlerFunction(F function) {
+        if (is_empty(function)) return;
+        run_ = [run = std::move(function)](const json& input, CellWriter& cells,
+                                           const HandlerContext&) mutable { run(input, cells); };
+    }
+
+    /// Whether it holds a callable.
+    explicit operator bool() const noexcept { return static_cast<bool>(run_); }
+
+    /// Calls the handler; throws what it throws (`std::bad_function_call` when empty).
+    void operator()(const json& input, CellWriter& cells, const HandlerContext& context) const {
+        run_(input, cells, context);
+    }
+    /// As above, with no stop and no deadline (how a handler was called before it had a
+    /// context).
+    void operator()(const json& input, CellWriter& cells) const {
+        run_(input, cells, HandlerContext{});
+    }
+
+private:
+    template <class F>
+    static bool is_empty(const F& function) noexcept {
+        if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>) {
+            return function == nullptr;
+        } else if constexpr (requires { function.target_type(); }) {
+            return !static_cast<bool>(function);  // a std::function
+        } else {
+            return false;
+        }
+    }
+
+    std::function<Signature> run_;
 };
 
 /// A callable bound to writable caller state. It receives the model's input (with `result`
-/// holding the link of a fresh result cell unless the model sent its own `result`) and a writer
-/// that may write exactly its bound cells and that result cell. Its return value is ignored:
-/// what it writes into `result` is what the model sees.
+/// holding the link of a fresh result cell unless the model sent its own `result`), a writer
+/// that may write exactly its bound cells and that result cell, and, when it takes one, a
+/// `HandlerContext` with the call's stop token. Its return value is ignored: what it writes
+/// into `result` is what the model sees.
 struct CellHandler {
     std::string description;
     json input_schema = json::object();  ///< JSON Schema of the input (root type object).
     std::vector<CellLink> writes;        ///< The cells it may write (besides its result cell).
-    std::function<void(const json& input, CellWriter& cells)> run;
+    HandlerFunction run;
 };
 
 /// A computation over its inputs that returns a result. It runs as its own instance, with its
@@ -101,12 +220,34 @@ struct CellPattern {
     std::function<json(const json& argument, const CellReader& cells, std::stop_token stop)> run;
 };
 
-/// The cells of a caller, shared by its dialogs. Owns every cell; links stay valid for the
-/// space's lifetime. Thread-safe: every member may be called from any thread.
+/// The default of `CellSpaceOptions::max_cells`.
+inline constexpr std::size_t default_max_cells = 100'000;
+
+/// Settings of a `CellSpace`; written with designated initialisers.
+struct CellSpaceOptions {
+    /// The most cells the space holds at once, caller cells and run cells together. A new cell
+    /// that would pass it first makes the space release the run cells nothing needs
+    /// (`collect`); when none can go, the cell is refused with `DialogError`
+    /// `cell_space_full`.
+    std::size_t max_cells = default_max_cells;
+};
+
+/// The cells of a caller, shared by its dialogs. Owns every cell. There are two kinds of owner:
+/// *caller cells* (made by `create`, `add_handler`, `add_pattern`) stay until the caller
+/// `release`s them; *run cells* (the result cell `run_handler` makes, the argument and result
+/// cells of `run_pattern`) are released by the first collection after nothing needs them any
+/// more: no hold (`CellHold`: a run in progress, a dialog instance's pins, pattern instances and
+/// transcript, a dialog's tools and context cells) names them, and no caller cell, nor a cell
+/// such a cell reaches, links to them (stored links, `/of:` texts, a handler's bound cells).
+/// Collections run when the space has doubled since the last one, before it would pass
+/// `max_cells`, and on `collect`. A link to a released cell is `unknown_cell`. Thread-safe:
+/// every member may be called from any thread.
 class CellSpace {
 public:
-    /// An empty space.
+    /// An empty space with the default options.
     CellSpace();
+    /// An empty space with `options`.
+    explicit CellSpace(CellSpaceOptions options);
     ~CellSpace();
     CellSpace(const CellSpace&) = delete;
     CellSpace& operator=(const CellSpace&) = delete;
@@ -116,7 +257,9 @@ public:
     /// must be at least 20 characters of valid UTF-8 without '/', spaces or control
     /// characters, and unused (`DialogError` `invalid_cell_id`). `schema` may describe any
     /// JSON type (`validate_value_schema`; otherwise `invalid_cell_schema`). Throws
-    /// `invalid_cell_value`, and `pattern_write_denied` inside a pattern. Thread-safe.
+    /// `invalid_cell_value`, `cell_space_full` (see `CellSpaceOptions::max_cells`), and
+    /// `pattern_write_denied` inside a pattern. The cell is a caller cell: it stays until
+    /// `release`d. Thread-safe.
     CellLink create(json value, std::optional<json> schema = std::nullopt, std::string id = {});
 
     /// Creates a cell holding `handler`. Same id rules as `create`; `input_schema` must pass
@@ -173,20 +316,46 @@ public:
     /// this thread throws `pattern_write_denied`), checks the result against `result_schema`
     /// (`DialogError` `invalid_pattern_result`) and stores it in a fresh result cell. The mark
     /// is per thread: threads the pattern starts itself are not covered. Exceptions from `run`
-    /// propagate unchanged. Throws `unknown_cell`, `not_a_pattern_cell`. Thread-safe; the space
-    /// is not locked while `run` executes.
+    /// propagate unchanged. The two cells are run cells, kept by the returned `hold` (and from
+    /// their creation until the run returns). Throws `unknown_cell`, `not_a_pattern_cell`,
+    /// `cell_space_full`. Thread-safe; the space is not locked while `run` executes.
     PatternRun run_pattern(const CellLink& link, const json& argument, std::stop_token stop = {});
 
     /// Runs the handler of the handler cell `link` on the model's `input` (an object, checked
     /// against `input_schema`; a `result` member is exempt unless the schema declares it). The
     /// handler writes through a `CellWriter` limited to its bound cells and its result cell:
-    /// the link in `input["result"]` when the model sent one (it must lie inside a bound cell:
-    /// `handler_write_denied` otherwise), otherwise a fresh cell (null)
-    /// whose link is put into the input as `result`. Exceptions from `run` propagate
-    /// unchanged. Throws `unknown_cell`, `not_a_handler_cell`, `invalid_link`,
-    /// `ToolArgumentError`. Thread-safe; the space is not locked while `run` executes.
+    /// the link in `input["result"]` when the model sent one (it must be the result cell of an
+    /// earlier run or lie inside a bound cell: `handler_write_denied` otherwise), otherwise a
+    /// fresh run cell (null) whose link is put into the input as `result`, kept by the
+    /// returned `hold`. Exceptions from `run` propagate unchanged. Throws `unknown_cell`,
+    /// `not_a_handler_cell`, `invalid_link`, `ToolArgumentError`, `cell_space_full`.
+    /// Thread-safe; the space is not locked while `run` executes.
     /// `guard`, when set, wraps every write the handler makes (see `CellWriter`).
-    HandlerRun run_handler(const CellLink& link, json input, CellWriteGuard guard = {});
+    /// `context` is what the handler is told of its call (its stop token and deadline).
+    HandlerRun run_handler(const CellLink& link, json input, CellWriteGuard guard = {},
+                           HandlerContext context = {});
+
+    /// Releases the cell of `link` now, a caller cell or a run cell: its link reads as
+    /// `unknown_cell` from then on. `link` must name the whole cell (an empty pointer;
+    /// `invalid_link` otherwise). Throws `unknown_cell`, `pattern_write_denied` inside a
+    /// pattern, and `DialogError` `cell_in_use` (releasing nothing) while something still
+    /// needs the cell: a hold names it, or a cell that is kept (a caller cell or one it
+    /// reaches) links to it or binds it as a handler's cell. Thread-safe.
+    void release(const CellLink& link);
+
+    /// Releases every run cell nothing needs (see the class comment) and returns how many went.
+    /// Caller cells are never released here. Thread-safe; the space is locked while it runs,
+    /// which takes time in proportion to the values of the cells kept.
+    std::size_t collect();
+
+    /// How many cells the space holds now (caller and run cells). Thread-safe.
+    [[nodiscard]] std::size_t cell_count() const;
+
+    /// The options the space was made with.
+    [[nodiscard]] const CellSpaceOptions& options() const noexcept;
+
+    /// A new hold on this space keeping the existing cells of `links`. Thread-safe.
+    [[nodiscard]] CellHold hold(const std::vector<CellLink>& links = {});
 
     /// A read-only view of this space (it has no write operation).
     [[nodiscard]] CellReader reader() const;

@@ -93,16 +93,25 @@ struct DialogInstanceState {
 };
 
 /// The instance a tool call runs for: its state, the lock guarding it, whether the turn that
-/// made the call is still the instance's current turn, and the call's `ToolContext`.
+/// made the call is still the instance's current turn, the call's `ToolContext` (whose stop
+/// token and deadline a handler gets as its `HandlerContext`), and where the call keeps the
+/// cells it made known to the model.
 struct DialogCall {
     DialogInstanceState* state = nullptr;
     std::mutex* mutex = nullptr;
     std::function<bool()> current;  ///< False once the turn was cancelled or replaced.
     ToolContext* context = nullptr;
+    /// When set, the call keeps here, before its run lets go of them, every cell its result
+    /// mentions (an `invoke`'s `@resultLocation`, links inside a value shown) and the cells of
+    /// the pattern instances it records. A dialog passes the running turn's hold and, once the
+    /// turn is over, keeps what its transcript mentions. Without one, those cells are kept only
+    /// as long as something else needs them (see `CellSpace`).
+    CellHold* hold = nullptr;
 };
 
 /// The catalog of a dialog and the dispatch of its calls. Built once per dialog; const members
-/// are thread-safe (instance state is guarded by the `DialogCall`'s mutex).
+/// are thread-safe (instance state is guarded by the `DialogCall`'s mutex). Holds the cells of
+/// its tools (so that they cannot be released while it lives).
 class DialogToolRegistry {
 public:
     /// Builds the catalog: the caller's tools in insertion order, then (unless
@@ -149,6 +158,7 @@ private:
     DialogCatalogOptions options_;
     std::optional<json> result_schema_;
     std::vector<ToolDeclaration> declarations_;
+    CellHold cells_;
 };
 
 /// A JSON Schema describing `value`'s shape: types, object properties (all required) and the

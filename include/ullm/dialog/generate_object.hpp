@@ -39,6 +39,10 @@ struct GeneratedObject {
     std::vector<Message> messages;
     Usage usage;          ///< Summed over the model requests.
     double cost_usd = 0;  ///< Spend of the model requests (0 without a price).
+    /// Keeps the run cells `messages` and `object` mention (an `invoke`'s `@resultLocation`)
+    /// while this object or a copy lives, so that they are still there when the messages go on
+    /// in a `Dialog` (which keeps them from then on).
+    CellHold cells;
 };
 
 /// Runs a model turn over `messages` (the last one a user message) that must end with a call
