@@ -124,7 +124,11 @@ int main(int argc, char** argv) {
     }
     const std::string& command = args[0];
     if (command == "version" || command == "--version") {
-        fmt::print("ullm {}\n", ullm::version());
+        const ullm::BuildInfo info = ullm::build_info();
+        fmt::print(
+            "ullm {}\n  libcurl {} (running {})\n  nlohmann_json {}\n  SQLite {} (running {})\n",
+            info.ullm, info.libcurl, info.libcurl_runtime, info.nlohmann_json, info.sqlite,
+            info.sqlite_runtime);
         return 0;
     }
     if (command == "chat") return ullm_cli::chat({args.begin() + 1, args.end()});
