@@ -5,6 +5,7 @@
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -198,11 +199,16 @@ struct DecodeContext {
     std::string provider;
     std::string model;  // the request's model: replay is bound to what the caller sends
     std::set<std::string, std::less<>> declared_tools;
+    bool background = false;  // the request asked for `background: true`
 };
 
 DecodeContext context_for(std::string_view provider, const ChatRequest& request) {
-    DecodeContext context{std::string(provider), request.model, {}};
+    DecodeContext context{std::string(provider), request.model, {}, false};
     for (const auto& tool : request.tools) context.declared_tools.insert(tool.name);
+    if (const auto it = request.provider_options.find("background");
+        request.provider_options.is_object() && it != request.provider_options.end()) {
+        context.background = it->is_boolean() && it->get<bool>();
+    }
     return context;
 }
 
@@ -431,7 +437,37 @@ ChatResponse interpret(const json& response, const json& output, const DecodeCon
     if (const json* usage = object_field(response, "usage")) builder.usage() = decode_usage(*usage);
     builder.set_model(string_field(response, "model"));
     builder.set_request_id(request_id.empty() ? string_field(response, "id") : request_id);
-    return builder.build(context.provider);
+    ChatResponse decoded = builder.build(context.provider);
+    decoded.response_id = string_field(response, "id");
+    if (string_field(response, "status") == "cancelled") decoded.status = ResponseStatus::cancelled;
+    return decoded;
+}
+
+// A background response that has not finished: no content (what a running response holds is
+// not final), zero usage, and the id to poll it by.
+ChatResponse unfinished(const json& response, const std::string& status,
+                        const DecodeContext& context, const ErrorOrigin& origin) {
+    const std::string id = string_field(response, "id");
+    if (id.empty()) {
+        throw_invalid_response("the response is " + status + " but has no id to poll it by",
+                               origin);
+    }
+    detail::ResponseBuilder builder;
+    builder.set_finish(FinishReason::stop, status);
+    builder.set_model(string_field(response, "model"));
+    builder.set_request_id(origin.request_id.empty() ? id : origin.request_id);
+    ChatResponse decoded = builder.build(context.provider);
+    decoded.status = status == "queued" ? ResponseStatus::queued : ResponseStatus::in_progress;
+    decoded.response_id = id;
+    return decoded;
+}
+
+// The error a background response that was cancelled ends a wait or a stream with.
+[[noreturn]] void throw_cancelled_response(const std::string& id, const ErrorOrigin& origin) {
+    throw ProviderError("response_cancelled",
+                        "the background response " + (id.empty() ? std::string("") : id + " ") +
+                            "was cancelled before it finished",
+                        409, false, origin);
 }
 
 // The HTTP status an error code or type carried inside a 200 body or stream stands for.
@@ -503,6 +539,9 @@ void append_text(json& object, const char* key, std::string_view text) {
 // No response has this many output items; a larger `output_index` is hostile or broken.
 constexpr std::int64_t max_output_index = std::int64_t{1} << 16;
 
+// Beyond any stream's length, and exact in every JSON reader (2^53).
+constexpr std::int64_t max_sequence_number = std::int64_t{1} << 53;
+
 // A function_call item as it streams.
 struct PendingCall {
     std::string id;
@@ -515,7 +554,17 @@ struct PendingCall {
 
 class ResponsesStreamDecoder final : public StreamDecoder {
 public:
-    explicit ResponsesStreamDecoder(DecodeContext context) : context_(std::move(context)) {}
+    explicit ResponsesStreamDecoder(DecodeContext context)
+        : context_(std::move(context)), background_(context_.background) {}
+
+    // A decoder that joins a background stream after event `from.sequence_number`.
+    ResponsesStreamDecoder(DecodeContext context, const StreamPosition& from)
+        : context_(std::move(context)),
+          response_id_(from.response_id),
+          last_sequence_(from.sequence_number),
+          background_(true),
+          resumed_(true),
+          joined_late_(true) {}
 
     void feed(std::string_view bytes, std::vector<StreamEvent>& out) override {
         if (finished_ || failed_) return;
@@ -539,6 +588,22 @@ public:
 
     [[nodiscard]] bool produced_visible_event() const override { return visible_.any(); }
 
+    [[nodiscard]] std::optional<StreamPosition> resume_position() const override {
+        // Without a sequence number on every event, a resumed stream could repeat some.
+        if (!background_ || response_id_.empty() || unnumbered_ || finished_) return std::nullopt;
+        if (last_sequence_ < 0 && !joined_late_) return std::nullopt;
+        return StreamPosition{response_id_, last_sequence_};
+    }
+
+    bool prepare_resume() override {
+        if (!resume_position()) return false;
+        // The broken body's partial event is dropped: the resumed body sends it again whole.
+        (void)parser_.finish();
+        failed_ = false;
+        resumed_ = true;
+        return true;
+    }
+
 private:
     [[nodiscard]] ErrorOrigin origin() const {
         return {context_.provider, context_.model, response_id_};
@@ -556,13 +621,44 @@ private:
             throw_invalid_response("a stream event has no type; this is not a Responses API stream",
                                    origin());
         }
+        const std::optional<std::int64_t> sequence = sequence_of(payload);
+        if (!sequence) {
+            unnumbered_ = true;
+        } else if (resumed_ && *sequence <= last_sequence_) {
+            return;  // seen before the stream was resumed
+        }
+        const std::size_t first = out.size();
+        dispatch(payload, type, out);
+        if (sequence) {
+            last_sequence_ = *sequence;
+            for (std::size_t i = first; i < out.size(); ++i) out[i].sequence_number = sequence;
+        }
+    }
 
+    // An event's `sequence_number`, when it has a usable one.
+    [[nodiscard]] std::optional<std::int64_t> sequence_of(const json& payload) const {
+        const auto it = payload.find("sequence_number");
+        if (it == payload.end() || !it->is_number_integer()) return std::nullopt;
+        if (it->is_number_unsigned()
+                ? it->get<std::uint64_t>() > static_cast<std::uint64_t>(max_sequence_number)
+                : it->get<std::int64_t>() < 0) {
+            throw_invalid_response(
+                "a stream event's sequence_number " + it->dump() + " is out of range", origin());
+        }
+        return it->get<std::int64_t>();
+    }
+
+    void dispatch(const json& payload, const std::string& type, std::vector<StreamEvent>& out) {
         if (type == "response.created" || type == "response.in_progress" ||
             type == "response.queued") {
             if (const json* response = object_field(payload, "response")) {
                 if (response_id_.empty()) response_id_ = string_field(*response, "id");
                 if (const auto model = string_field(*response, "model"); !model.empty())
                     response_model_ = model;
+                if (const auto it = response->find("background");
+                    it != response->end() && it->is_boolean() && it->get<bool>()) {
+                    background_ = true;
+                }
             }
         } else if (type == "response.output_item.added") {
             on_item_added(payload, out);
@@ -570,7 +666,10 @@ private:
             on_item_done(payload, out);
         } else if (type == "response.content_part.added") {
             if (const json* part = object_field(payload, "part")) {
-                slot(content_of(index_of(payload)), payload, "content_index") = *part;
+                const std::int64_t index = index_of(payload);
+                slot(content_of(index), payload, "content_index") = *part;
+                whole_parts_.insert(std::to_string(index) + '/' + string_field(*part, "type") +
+                                    '/' + std::to_string(count_field(payload, "content_index")));
             }
         } else if (type == "response.output_text.delta") {
             on_text_delta(payload, "output_text", "text", out);
@@ -586,7 +685,10 @@ private:
             on_text_done(payload, "reasoning_text", "text", out);
         } else if (type == "response.reasoning_summary_part.added") {
             if (const json* part = object_field(payload, "part")) {
-                slot(summary_of(index_of(payload)), payload, "summary_index") = *part;
+                const std::int64_t index = index_of(payload);
+                slot(summary_of(index), payload, "summary_index") = *part;
+                whole_parts_.insert(std::to_string(index) + "/summary_text/" +
+                                    std::to_string(count_field(payload, "summary_index")));
             }
         } else if (type == "response.reasoning_summary_text.delta") {
             on_text_delta(payload, "summary_text", "text", out);
@@ -598,6 +700,10 @@ private:
             on_arguments(payload, string_field(payload, "arguments"), true, out);
         } else if (type == "response.completed" || type == "response.incomplete") {
             complete(payload, type == "response.incomplete" ? "incomplete" : "completed", out);
+        } else if (type == "response.cancelled") {
+            const json* response = object_field(payload, "response");
+            throw_cancelled_response(
+                response != nullptr ? string_field(*response, "id") : response_id_, origin());
         } else if (type == "response.failed") {
             const json* response = object_field(payload, "response");
             const json* error = response != nullptr ? object_field(*response, "error") : nullptr;
@@ -664,9 +770,10 @@ private:
         return array[position];
     }
 
-    // The part a text event writes to, typed `part_type`.
-    json& part_for(const json& payload, std::string_view part_type, std::string& key) {
-        const std::int64_t index = index_of(payload);
+    // The part a text event writes to, typed `part_type`, with its output index and key.
+    json& part_for(const json& payload, std::string_view part_type, std::int64_t& index,
+                   std::string& key) {
+        index = index_of(payload);
         const bool summary = part_type == "summary_text";
         std::string_view position_key = summary ? "summary_index" : "content_index";
         json& list = summary ? summary_of(index) : content_of(index);
@@ -679,8 +786,9 @@ private:
 
     void on_text_delta(const json& payload, std::string_view part_type, const char* field,
                        std::vector<StreamEvent>& out) {
+        std::int64_t index = 0;
         std::string key;
-        json& part = part_for(payload, part_type, key);
+        json& part = part_for(payload, part_type, index, key);
         const std::string delta = string_field(payload, "delta");
         append_text(part, field, delta);
         emit(part_type, key, delta, out);
@@ -688,11 +796,12 @@ private:
 
     void on_text_done(const json& payload, std::string_view part_type, const char* field,
                       std::vector<StreamEvent>& out) {
+        std::int64_t index = 0;
         std::string key;
-        json& part = part_for(payload, part_type, key);
+        json& part = part_for(payload, part_type, index, key);
         const std::string text = string_field(payload, field);
         part[field] = text;
-        catch_up(part_type, key, text, out);
+        catch_up(part_type, index, key, text, out);
     }
 
     // Sends new text of one part as a text or reasoning delta (refusals have no event).
@@ -715,8 +824,11 @@ private:
     }
 
     // Sends what a final text adds to what was streamed (servers that send only `.done`).
-    void catch_up(std::string_view part_type, const std::string& key, const std::string& text,
-                  std::vector<StreamEvent>& out) {
+    void catch_up(std::string_view part_type, std::int64_t index, const std::string& key,
+                  const std::string& text, std::vector<StreamEvent>& out) {
+        // A decoder that joined late has not seen how a part begun before it started: what it
+        // streamed is not all that was sent, and catching up would repeat text.
+        if (joined_late_ && whole_items_.count(index) == 0 && whole_parts_.count(key) == 0) return;
         const std::string& sent = streamed_[key];
         if (text.size() > sent.size() && text.compare(0, sent.size(), sent) == 0) {
             emit(part_type, key, std::string_view(text).substr(sent.size()), out);
@@ -728,6 +840,7 @@ private:
         if (item == nullptr) return;
         const std::int64_t index = index_of(payload);
         items_[index] = *item;
+        whole_items_.insert(index);
         if (string_field(*item, "type") != "function_call") return;
         PendingCall& call = calls_[index];
         call.id = call_id_of(*item, index);
@@ -748,7 +861,8 @@ private:
                     const json& part = (*content)[i];
                     const std::string part_type = string_field(part, "type");
                     if (part_type != "output_text") continue;
-                    catch_up(part_type, std::to_string(index) + "/output_text/" + std::to_string(i),
+                    catch_up(part_type, index,
+                             std::to_string(index) + "/output_text/" + std::to_string(i),
                              string_field(part, "text"), out);
                 }
             }
@@ -761,7 +875,7 @@ private:
                     const json& part = (*list)[i];
                     if (part_type == "reasoning_text" && string_field(part, "type") != part_type)
                         continue;
-                    catch_up(part_type,
+                    catch_up(part_type, index,
                              std::to_string(index) + '/' + part_type + '/' + std::to_string(i),
                              string_field(part, "text"), out);
                 }
@@ -791,6 +905,11 @@ private:
     void on_arguments(const json& payload, const std::string& text, bool done,
                       std::vector<StreamEvent>& out) {
         const std::int64_t index = index_of(payload);
+        if (calls_.count(index) == 0 && joined_late_) {
+            // Announced before this decoder joined: its id and name come with the done item,
+            // and the call is streamed whole then.
+            calls_[index].deferred = true;
+        }
         if (calls_.count(index) == 0) {
             // Arguments for a call the stream never announced cannot be given to a tool.
             throw_invalid_response("function call arguments arrived for output item " +
@@ -872,6 +991,10 @@ private:
         }
         if (response_id_.empty()) response_id_ = string_field(terminal, "id");
         ChatResponse final_response = interpret(terminal, *output, context_, status, response_id_);
+        if (final_response.status == ResponseStatus::cancelled) {
+            throw_cancelled_response(final_response.response_id, origin());
+        }
+        if (final_response.response_id.empty()) final_response.response_id = response_id_;
         if (final_response.model.empty()) final_response.model = response_model_;
 
         // Every final tool call has had its start and end events.
@@ -905,6 +1028,13 @@ private:
     bool reasoning_open_ = false;
     std::string response_id_;
     std::string response_model_;
+    std::int64_t last_sequence_ = -1;     // of the last event handled
+    bool background_ = false;             // the response runs in the background: resumable
+    bool unnumbered_ = false;             // an event came without a sequence number
+    bool resumed_ = false;                // events up to `last_sequence_` are skipped
+    bool joined_late_ = false;            // the stream's events before `last_sequence_` were unseen
+    std::set<std::int64_t> whole_items_;  // items added in this body
+    std::set<std::string, std::less<>> whole_parts_;  // parts added in this body
     bool finished_ = false;
     bool failed_ = false;
 };
@@ -1009,21 +1139,102 @@ ChatResponse OpenAiResponsesProvider::decode(const HttpResponse& response,
     if (status == "failed" || (error != nullptr && output == nullptr)) {
         throw_provider_failure(failure_from(error != nullptr ? *error : json::object(), 0), origin);
     }
+    const DecodeContext context = context_for(name(), request);
+    if (status == "in_progress" || status == "queued") {
+        return unfinished(body, status, context, origin);
+    }
+    const json none = json::array();
+    if (output == nullptr && status == "cancelled") output = &none;
     if (output == nullptr) {
         throw_invalid_response("the body has no output array; it is not a Responses API response",
                                origin);
     }
-    if (status == "in_progress" || status == "queued") {
-        throw_invalid_response(
-            "the response is still " + status + " (background responses are not supported)",
-            origin);
-    }
-    return interpret(body, *output, context_for(name(), request), "completed", origin.request_id);
+    return interpret(body, *output, context, "completed", origin.request_id);
 }
 
 std::unique_ptr<StreamDecoder> OpenAiResponsesProvider::stream_decoder(
     const ChatRequest& request) const {
     return std::make_unique<ResponsesStreamDecoder>(context_for(name(), request));
+}
+
+namespace {
+
+// Refuses an id that could not be a response's: it becomes a path segment as it is.
+void check_response_id(std::string_view id) {
+    const bool plain = std::all_of(id.begin(), id.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-';
+    });
+    if (id.empty() || id.size() > 256 || !plain) {
+        throw ProviderCapabilityError(
+            "invalid_response_id",
+            "a response id is 1 to 256 ASCII letters, digits, '_' or '-'; got " +
+                (id.empty() ? std::string("an empty one")
+                            : "\"" + sanitise_provider_message(id, 80) + "\""));
+    }
+}
+
+}  // namespace
+
+HttpRequest OpenAiResponsesProvider::background_request(const ChatRequest& request,
+                                                        std::string_view response_id,
+                                                        std::string_view suffix, bool stream,
+                                                        std::int64_t starting_after) const {
+    check_response_id(response_id);
+    std::string url =
+        options_.base_url + "/responses/" + std::string(response_id) + std::string(suffix);
+    std::string query;
+    const auto add = [&query](const std::string& parameter) {
+        query += (query.empty() ? "?" : "&") + parameter;
+    };
+    const bool cancel = !suffix.empty();
+    if (!cancel) {
+        if (options_.include_encrypted_reasoning.value_or(
+                is_openai_reasoning_model(request.model))) {
+            add("include%5B%5D=reasoning.encrypted_content");
+        }
+        if (stream) add("stream=true");
+        if (stream && starting_after >= 0) add("starting_after=" + std::to_string(starting_after));
+    }
+    HttpRequest http = detail::openai_http_request(
+        url + query, json::object(), stream, options_.api_key, options_.organization,
+        options_.project, options_.extra_headers, options_.connect_timeout, options_.idle_timeout);
+    http.body.clear();
+    if (!cancel) {
+        // A GET has no body to describe.
+        http.method = "GET";
+        http.headers.erase(
+            std::remove_if(http.headers.begin(), http.headers.end(),
+                           [](const auto& header) { return header.first == "Content-Type"; }),
+            http.headers.end());
+    }
+    return http;
+}
+
+HttpRequest OpenAiResponsesProvider::encode_retrieve(const ChatRequest& request,
+                                                     std::string_view response_id) const {
+    return background_request(request, response_id, "", false, -1);
+}
+
+HttpRequest OpenAiResponsesProvider::encode_cancel(const ChatRequest& request,
+                                                   std::string_view response_id) const {
+    return background_request(request, response_id, "/cancel", false, -1);
+}
+
+HttpRequest OpenAiResponsesProvider::encode_resume(const ChatRequest& request,
+                                                   const StreamPosition& from) const {
+    return background_request(request, from.response_id, "", true, from.sequence_number);
+}
+
+ChatResponse OpenAiResponsesProvider::decode_retrieved(const HttpResponse& response,
+                                                       const ChatRequest& request) const {
+    return decode(response, request);
+}
+
+std::unique_ptr<StreamDecoder> OpenAiResponsesProvider::resumed_stream_decoder(
+    const ChatRequest& request, const StreamPosition& from) const {
+    check_response_id(from.response_id);
+    return std::make_unique<ResponsesStreamDecoder>(context_for(name(), request), from);
 }
 
 }  // namespace ullm

@@ -11,6 +11,7 @@
 #include <ullm/providers/provider.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,7 +61,12 @@ struct OpenAiResponsesOptions {
 /// `parallel` / `multi_tool_use.parallel` function that wraps several calls
 /// (`{"tool_uses":[{"recipient_name":"functions.NAME","parameters":{…}}]}`) is decoded as those
 /// calls, with ids `<call_id>_<n>`.
-class OpenAiResponsesProvider final : public Provider {
+///
+/// Background mode (`provider_options` `{"background": true}`): `decode` returns a `queued` or
+/// `in_progress` response with its `response_id`, and the `BackgroundCodec` this provider also
+/// is polls (`GET /responses/{id}`), cancels (`POST /responses/{id}/cancel`) and resumes streams
+/// (`GET /responses/{id}?stream=true&starting_after=N`); see `Client::wait_response`.
+class OpenAiResponsesProvider final : public Provider, public BackgroundCodec {
 public:
     explicit OpenAiResponsesProvider(OpenAiResponsesOptions options = {});
 
@@ -75,16 +81,55 @@ public:
     [[nodiscard]] HttpRequest encode(const ChatRequest& request, bool stream) const override;
 
     /// A body whose `status` is `failed`, or an error body, throws the mapped `Error`; a body
-    /// without an `output` array throws `ProviderError` `invalid_provider_response`.
+    /// without an `output` array throws `ProviderError` `invalid_provider_response`. A
+    /// background response that is `queued` or `in_progress` is returned with that `status`,
+    /// its `response_id`, no content and zero usage (its output may be absent); a `cancelled`
+    /// one with that status and the content it had.
     [[nodiscard]] ChatResponse decode(const HttpResponse& response,
                                       const ChatRequest& request) const override;
 
     /// The decoder ends at `response.completed` or `response.incomplete` (one `done`, built from
     /// the terminal event's `response` when it holds output, else from the streamed items);
     /// `error` and `response.failed` events throw the mapped `Error` once; events it does not
-    /// know are ignored.
+    /// know are ignored. Every event's `sequence_number` is copied to the canonical events it
+    /// yields. A background stream (`background: true` in the request's `provider_options` or
+    /// in the streamed response) can be resumed: its decoder has a `resume_position()` once
+    /// the response told its id, and after `prepare_resume()` it ignores the events it has
+    /// already seen. A `response.cancelled` event throws `ProviderError` `response_cancelled`.
     [[nodiscard]] std::unique_ptr<StreamDecoder> stream_decoder(
         const ChatRequest& request) const override;
+
+    /// This provider itself.
+    [[nodiscard]] const BackgroundCodec* background() const noexcept override { return this; }
+
+    /// `GET {base_url}/responses/{id}`, with `include[]=reasoning.encrypted_content` when
+    /// `encode` would ask for it. Throws `ProviderCapabilityError` `invalid_response_id` for an
+    /// id that is empty, longer than 256 characters or holds anything but ASCII letters, digits,
+    /// `_` and `-`.
+    [[nodiscard]] HttpRequest encode_retrieve(const ChatRequest& request,
+                                              std::string_view response_id) const override;
+
+    /// `POST {base_url}/responses/{id}/cancel`, without a body. Throws as `encode_retrieve`.
+    [[nodiscard]] HttpRequest encode_cancel(const ChatRequest& request,
+                                            std::string_view response_id) const override;
+
+    /// `GET {base_url}/responses/{id}?stream=true&starting_after=N` (no `starting_after` when
+    /// `from.sequence_number` is negative), asking for an event stream. Throws as
+    /// `encode_retrieve`.
+    [[nodiscard]] HttpRequest encode_resume(const ChatRequest& request,
+                                            const StreamPosition& from) const override;
+
+    /// As `decode`.
+    [[nodiscard]] ChatResponse decode_retrieved(const HttpResponse& response,
+                                                const ChatRequest& request) const override;
+
+    /// A decoder that joins a background stream after event `from.sequence_number`: text goes
+    /// on from there (a part begun before is never caught up from its `.done` event), a call
+    /// whose start came before is streamed whole when its item is done, the calls that ended
+    /// before are started and ended again before `done`, and `done` carries the whole
+    /// response from the terminal event.
+    [[nodiscard]] std::unique_ptr<StreamDecoder> resumed_stream_decoder(
+        const ChatRequest& request, const StreamPosition& from) const override;
 
     /// The request body alone (what `encode` sends), for inspection and tests. Throws as
     /// `encode` does.
@@ -94,6 +139,12 @@ public:
     [[nodiscard]] const OpenAiResponsesOptions& options() const noexcept { return options_; }
 
 private:
+    // The GET (or, with a `suffix`, POST) of one stored response.
+    [[nodiscard]] HttpRequest background_request(const ChatRequest& request,
+                                                 std::string_view response_id,
+                                                 std::string_view suffix, bool stream,
+                                                 std::int64_t starting_after) const;
+
     OpenAiResponsesOptions options_;
 };
 

@@ -6,7 +6,9 @@
 #include <ullm/http/http_types.hpp>
 #include <ullm/providers/chat.hpp>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -45,6 +47,56 @@ public:
     /// Whether any event visible to the caller has been produced (a stream is retried only
     /// before its first visible event).
     [[nodiscard]] virtual bool produced_visible_event() const = 0;
+
+    /// Where this stream can be resumed after the events fed so far: a value once the response
+    /// is known to run in the background and has told its id; nullopt (the default) for a
+    /// stream that cannot be resumed, which is then never retried after its first visible event.
+    [[nodiscard]] virtual std::optional<StreamPosition> resume_position() const {
+        return std::nullopt;
+    }
+
+    /// Prepares to go on with the body of a resumed request (`BackgroundCodec::encode_resume` at
+    /// `resume_position()`): drops a partly fed event and the end of the broken body, keeps
+    /// everything decoded, and ignores events at or before the position. Returns false (the
+    /// default) when this decoder cannot go on.
+    virtual bool prepare_resume() { return false; }
+};
+
+/// The requests of a provider that can run a response in the background and keep it to be
+/// polled, cancelled and streamed again by its id (OpenAI Responses `background: true`).
+/// Immutable and thread-safe, like the provider that offers it.
+class BackgroundCodec {
+public:
+    virtual ~BackgroundCodec() = default;
+
+    /// The request that fetches response `response_id` as it stands; `request` names the model
+    /// (and its tools, for decoding). Throws `ProviderCapabilityError` `invalid_response_id` for
+    /// an id the API cannot have.
+    [[nodiscard]] virtual HttpRequest encode_retrieve(const ChatRequest& request,
+                                                      std::string_view response_id) const = 0;
+
+    /// The request that cancels response `response_id`. Throws as `encode_retrieve`.
+    [[nodiscard]] virtual HttpRequest encode_cancel(const ChatRequest& request,
+                                                    std::string_view response_id) const = 0;
+
+    /// The request that streams response `from.response_id` again, from the event after
+    /// `from.sequence_number` (from its start when that is negative). Throws as
+    /// `encode_retrieve`.
+    [[nodiscard]] virtual HttpRequest encode_resume(const ChatRequest& request,
+                                                    const StreamPosition& from) const = 0;
+
+    /// Decodes the answer to a retrieve or a cancel: the response with the `status` it has
+    /// reached (`queued` and `in_progress` without content or usage). An error status or a
+    /// failed response throws the mapped `Error`; a body that is not a response throws
+    /// `ProviderError` `invalid_provider_response`.
+    [[nodiscard]] virtual ChatResponse decode_retrieved(const HttpResponse& response,
+                                                        const ChatRequest& request) const = 0;
+
+    /// A decoder for the body `encode_resume(request, from)` asks for, when no decoder saw the
+    /// events before `from`: its events are those that follow, and its `done` carries the whole
+    /// response.
+    [[nodiscard]] virtual std::unique_ptr<StreamDecoder> resumed_stream_decoder(
+        const ChatRequest& request, const StreamPosition& from) const = 0;
 };
 
 /// Canonical stream events produced without HTTP (by an offline provider). One per stream;
@@ -90,6 +142,11 @@ public:
 
     /// Whether this provider answers without HTTP.
     [[nodiscard]] virtual bool offline() const noexcept { return false; }
+
+    /// The codec of background responses (polling, cancelling and resuming streams), owned by
+    /// the provider; null (the default) when the provider cannot run responses in the
+    /// background.
+    [[nodiscard]] virtual const BackgroundCodec* background() const noexcept { return nullptr; }
 
     /// An offline provider's answer to `request`. HTTP providers throw
     /// `ProviderCapabilityError` (`not_offline`).
