@@ -7,12 +7,14 @@
 #include <ullm/providers/gemini.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/openai_responses.hpp>
+#include <ullm/providers/provider_errors.hpp>
 
 #include "../providers/response_builder.hpp"
 #include "response_checks.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <deque>
 #include <map>
@@ -131,12 +133,28 @@ public:
         : client_(std::move(client)),
           route_(std::move(route)),
           request_(std::move(request)),
+          codec_(route_.provider->offline() ? nullptr : route_.provider->background()),
           // Encoding first means invalid options fail when the stream is created.
           encoded_(route_.provider->offline()
                        ? std::nullopt
                        : std::optional<HttpRequest>(encode(*route_.provider, request_, true))),
           secrets_(encoded_ ? detail::request_secrets(*encoded_) : std::vector<std::string>()),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
+
+    // The stream of background response `from.response_id` after event `from.sequence_number`.
+    ChatStreamState(std::shared_ptr<Client::State> client, Route route, ChatRequest request,
+                    const BackgroundCodec& codec, const StreamPosition& from, std::stop_token stop)
+        : client_(std::move(client)),
+          route_(std::move(route)),
+          request_(std::move(request)),
+          codec_(&codec),
+          resume_from_(from),
+          encoded_(codec.encode_resume(request_, from)),
+          secrets_(detail::request_secrets(*encoded_)),
+          on_stop_(std::move(stop), [this] { cancel(); }) {
+        decoder_ = make_decoder();
+        checker_.emplace(origin());
+    }
 
     // A stream that sends nothing: a zero-cost usage event, then `done` with `skipped`.
     ChatStreamState(std::shared_ptr<Client::State> client, Route route, ChatRequest request,
@@ -184,6 +202,7 @@ public:
                     finished_ = true;
                     pending_.clear();
                 }
+                if (event.sequence_number) last_pulled_sequence_ = event.sequence_number;
                 return event;
             }
             if (finished_) return std::nullopt;
@@ -198,6 +217,23 @@ public:
                 throw;
             } catch (Error& error) {
                 redact_secrets(error, secrets_);
+                if (const auto position = resumable(error)) {
+                    // The response goes on without us: pick its stream up where it broke off.
+                    if (position->sequence_number > progress_mark_) attempt_ = 1;
+                    progress_mark_ = position->sequence_number;
+                    const auto delay = retry_delay(client_->retry, error, attempt_);
+                    if (!delay || !decoder_->prepare_resume()) throw;
+                    resume_at(*position);
+                    StreamEvent retry;
+                    retry.type = StreamEvent::Type::retry;
+                    retry.attempt = attempt_ + 1;
+                    retry.delay = *delay;
+                    retry.error_code = error.code();
+                    retry.resumed = true;
+                    pending_.push_back(std::move(retry));
+                    retry_wait_ = *delay;
+                    continue;
+                }
                 const bool visible = decoder_ != nullptr && decoder_->produced_visible_event();
                 const auto delay = visible || route_.provider->offline()
                                        ? std::nullopt
@@ -216,6 +252,21 @@ public:
     }
 
     [[nodiscard]] const std::optional<ChatResponse>& response() const noexcept { return response_; }
+
+    // Where the stream would go on after what has been pulled: the decoder's position when
+    // everything decoded has been pulled, else the last pulled event's.
+    [[nodiscard]] std::optional<StreamPosition> resume_position() const {
+        if (codec_ == nullptr || finished_ || decoder_ == nullptr) return std::nullopt;
+        auto position = decoder_->resume_position();
+        if (!position) return std::nullopt;
+        const auto waiting = std::find_if(pending_.begin(), pending_.end(), [](const auto& event) {
+            return event.sequence_number.has_value();
+        });
+        if (waiting == pending_.end()) return position;
+        position->sequence_number =
+            last_pulled_sequence_ ? *last_pulled_sequence_ : *waiting->sequence_number - 1;
+        return position;
+    }
 
 private:
     // Moves the stream forward: starts an attempt, or reads and decodes the next bytes.
@@ -243,13 +294,21 @@ private:
             return;
         }
         if (!http_) start_attempt();
+        // A transport failure is thrown before anything of these bytes is decoded.
+        const bool more = http_->read(bytes_);
         try {
-            if (http_->read(bytes_)) {
+            if (more) {
                 decoder_->feed(bytes_, buffer_);
             } else {
                 decoder_->finish(buffer_);
             }
+        } catch (const StreamTruncatedError&) {
+            // The body stopped short; a response running in the background goes on.
+            if (buffer_.empty()) throw;
+            deferred_error_ = std::current_exception();
         } catch (...) {
+            // What the provider sent is an error: no resumed stream can mend it.
+            content_failed_ = true;
             // Events decoded before the failure in the same bytes are delivered first.
             if (buffer_.empty()) throw;
             deferred_error_ = std::current_exception();
@@ -260,12 +319,40 @@ private:
             } catch (...) {
                 // The events before the broken one are delivered, then its error (which came
                 // before any error of the decoder's in the same bytes).
+                content_failed_ = true;
                 deferred_error_ = std::current_exception();
                 break;
             }
             pending_.push_back(std::move(event));
         }
         buffer_.clear();
+    }
+
+    // Where a failed stream can be resumed: a background response's stream that lost its
+    // connection (or got a retryable answer to a resume) rather than carried an error.
+    [[nodiscard]] std::optional<StreamPosition> resumable(const Error& error) const {
+        if (codec_ == nullptr || decoder_ == nullptr || content_failed_ || !error.retryable()) {
+            return std::nullopt;
+        }
+        return decoder_->resume_position();
+    }
+
+    // Sends the next attempt as a resume of the stream after `position`, with the same decoder
+    // and checker, so that a call started before the break can end after it.
+    void resume_at(const StreamPosition& position) {
+        encoded_ = codec_->encode_resume(request_, position);
+        for (auto& secret : detail::request_secrets(*encoded_)) {
+            if (std::find(secrets_.begin(), secrets_.end(), secret) == secrets_.end()) {
+                secrets_.push_back(std::move(secret));
+            }
+        }
+        std::lock_guard lock(http_mutex_);
+        http_.reset();
+    }
+
+    [[nodiscard]] std::unique_ptr<StreamDecoder> make_decoder() const {
+        return resume_from_ ? codec_->resumed_stream_decoder(request_, *resume_from_)
+                            : route_.provider->stream_decoder(request_);
     }
 
     [[nodiscard]] ErrorOrigin origin() const {
@@ -291,8 +378,10 @@ private:
                                 false, {std::string(route_.provider->name()), request_.model, ""});
         }
         check_stream_head(head);
-        decoder_ = route_.provider->stream_decoder(request_);
-        checker_.emplace(origin());
+        if (!decoder_) {
+            decoder_ = make_decoder();
+            checker_.emplace(origin());
+        }
     }
 
     // Refuses a 2xx stream that cannot be the event stream asked for: a body in an encoding
@@ -324,11 +413,15 @@ private:
         decoder_.reset();
         checker_.reset();
         buffer_.clear();
+        content_failed_ = false;
     }
 
     std::shared_ptr<Client::State> client_;
     Route route_;
     ChatRequest request_;
+    /// The provider's background codec: streams of background responses can be resumed.
+    const BackgroundCodec* codec_ = nullptr;
+    std::optional<StreamPosition> resume_from_;  ///< Of a stream made by `resume_stream`.
     std::optional<HttpRequest> encoded_;
     std::vector<std::string> secrets_;  ///< Of `encoded_`: kept out of every error.
     std::stop_source stop_;
@@ -344,6 +437,9 @@ private:
     std::optional<std::chrono::milliseconds> retry_wait_;
     std::exception_ptr deferred_error_;
     int attempt_ = 1;
+    std::int64_t progress_mark_ = -2;  ///< The position of the last resume: no progress since.
+    std::optional<std::int64_t> last_pulled_sequence_;
+    bool content_failed_ = false;  ///< The body carried an error (not resumable).
     bool finished_ = false;
     bool skipped_ = false;  ///< A budget skipped the request: nothing is sent.
     std::stop_callback<std::function<void()>> on_stop_;
@@ -364,6 +460,9 @@ void ChatStream::cancel() noexcept {
 }
 const std::optional<ChatResponse>& ChatStream::response() const noexcept {
     return state_->response();
+}
+std::optional<StreamPosition> ChatStream::resume_position() const {
+    return state_->resume_position();
 }
 
 Client::Client(ClientOptions options) : state_(std::make_shared<State>()) {
@@ -525,22 +624,28 @@ CostEstimate estimate_routed(const PriceTable& prices, const Route& route,
     return estimate;
 }
 
-// Sends a routed, checked request, retrying what the retry policy allows.
-ChatResponse complete_routed(const Client::State& state, const Route& route,
-                             const ChatRequest& request, std::stop_token stop) {
-    const auto priced = [&](ChatResponse response) {
-        detail::check_response(
-            response, {std::string(route.provider->name()), request.model, response.request_id});
-        price_response(*state.prices, response, route.provider->name(), request.model);
+// Checks and prices a response of `route`; a finished one is reported to `on_usage` when
+// `report` says so (an unfinished background response has spent nothing yet).
+ChatResponse checked(const Client::State& state, const Route& route, const ChatRequest& request,
+                     ChatResponse response, bool report) {
+    detail::check_response(
+        response, {std::string(route.provider->name()), request.model, response.request_id});
+    price_response(*state.prices, response, route.provider->name(), request.model);
+    if (report && response.finished()) {
         report_usage(state, route.provider->name(), request.model, response.usage, false, false);
-        return response;
-    };
-    if (route.provider->offline()) return priced(route.provider->respond(request, stop));
-    const HttpRequest http = encode(*route.provider, request, false);
+    }
+    return response;
+}
+
+// Sends `http` and returns what `decode` makes of the answer, retrying what the retry policy
+// allows; no error it throws holds a secret of `http`.
+template <class Decode>
+ChatResponse send_with_retries(const Client::State& state, const HttpRequest& http,
+                               const std::stop_token& stop, const Decode& decode) {
     const std::vector<std::string> secrets = detail::request_secrets(http);
     for (int attempt = 1;; ++attempt) {
         try {
-            return priced(route.provider->decode(state.transport->send(http, stop), request));
+            return decode(state.transport->send(http, stop));
         } catch (const CancelledError&) {
             throw;
         } catch (Error& error) {
@@ -550,6 +655,83 @@ ChatResponse complete_routed(const Client::State& state, const Route& route,
             if (!RetryPolicy::sleep(*delay, stop))
                 throw CancelledError("the request was cancelled");
         }
+    }
+}
+
+// Sends a routed, checked request, retrying what the retry policy allows.
+ChatResponse complete_routed(const Client::State& state, const Route& route,
+                             const ChatRequest& request, std::stop_token stop) {
+    if (route.provider->offline()) {
+        return checked(state, route, request, route.provider->respond(request, stop), true);
+    }
+    const HttpRequest http = encode(*route.provider, request, false);
+    return send_with_retries(state, http, stop, [&](const HttpResponse& answer) {
+        return checked(state, route, request, route.provider->decode(answer, request), true);
+    });
+}
+
+// What a call about a background response needs: where `model` goes, the provider's codec, and
+// the request its answers are decoded against (the model alone).
+struct BackgroundRoute {
+    Route route;
+    const BackgroundCodec* codec = nullptr;
+    ChatRequest request;
+};
+
+BackgroundRoute background_route(const Client& client, std::string_view model) {
+    BackgroundRoute background{client.route(model), nullptr, {}};
+    const Provider& provider = *background.route.provider;
+    background.codec = provider.offline() ? nullptr : provider.background();
+    if (background.codec == nullptr) {
+        throw ProviderCapabilityError(
+            "unsupported_option",
+            std::string(provider.name()) +
+                " cannot run responses in the background (the OpenAI Responses API can)");
+    }
+    background.request.model = background.route.model;
+    return background;
+}
+
+// Sends a request about a stored background response. An error status is retried as the retry
+// policy allows; a failed response is not (polling it again cannot change it), and neither is
+// a body that is not a response.
+ChatResponse send_background(const Client::State& state, const BackgroundRoute& background,
+                             const HttpRequest& http, const std::stop_token& stop, bool report,
+                             std::optional<std::chrono::milliseconds>* asked = nullptr) {
+    std::exception_ptr final_error;
+    ChatResponse response =
+        send_with_retries(state, http, stop, [&](const HttpResponse& answer) -> ChatResponse {
+            if (answer.status < 200 || answer.status > 299) {
+                (void)background.codec->decode_retrieved(answer, background.request);
+                throw ProviderError(
+                    "invalid_provider_response",
+                    "HTTP " + std::to_string(answer.status) + " without an error", 502, false,
+                    {std::string(background.route.provider->name()), background.request.model, ""});
+            }
+            if (asked != nullptr) *asked = retry_hint(answer);
+            try {
+                return checked(state, background.route, background.request,
+                               background.codec->decode_retrieved(answer, background.request),
+                               report);
+            } catch (Error& error) {
+                redact_secrets(error, detail::request_secrets(http));
+                final_error = std::current_exception();
+                return {};
+            }
+        });
+    if (final_error) std::rethrow_exception(final_error);
+    return response;
+}
+
+void check_poll_options(const PollOptions& options) {
+    const bool valid = options.initial_interval.count() >= 0 &&
+                       options.max_interval >= options.initial_interval &&
+                       std::isfinite(options.multiplier) && options.multiplier >= 1.0;
+    if (!valid) {
+        throw ProviderCapabilityError(
+            "invalid_poll_options",
+            "PollOptions needs 0 <= initial_interval <= max_interval and a finite multiplier of "
+            "at least 1");
     }
 }
 
@@ -622,6 +804,56 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop,
     }
     return ChatStream(std::make_unique<detail::ChatStreamState>(
         state_, std::move(route), std::move(request), std::move(stop)));
+}
+
+ChatResponse Client::wait_response(std::string_view model, std::string_view response_id,
+                                   const PollOptions& options, std::stop_token stop) const {
+    check_poll_options(options);
+    const BackgroundRoute background = background_route(*this, model);
+    const HttpRequest http = background.codec->encode_retrieve(background.request, response_id);
+    std::chrono::milliseconds interval = options.initial_interval;
+    for (;;) {
+        std::optional<std::chrono::milliseconds> asked;
+        ChatResponse response = send_background(*state_, background, http, stop, true, &asked);
+        switch (response.status) {
+            case ResponseStatus::finished:
+                return response;
+            case ResponseStatus::cancelled:
+                throw ProviderError("response_cancelled",
+                                    "the background response " + std::string(response_id) +
+                                        " was cancelled before it finished",
+                                    409, false,
+                                    {std::string(background.route.provider->name()),
+                                     background.request.model, response.request_id});
+            case ResponseStatus::queued:
+            case ResponseStatus::in_progress:
+                break;
+        }
+        const auto wait = asked ? std::min(*asked, state_->retry.max_server_delay) : interval;
+        if (!RetryPolicy::sleep(wait, stop)) {
+            throw CancelledError("waiting for the background response was cancelled");
+        }
+        const auto next = std::chrono::duration<double, std::milli>(interval) * options.multiplier;
+        interval = next >= std::chrono::duration<double, std::milli>(options.max_interval)
+                       ? options.max_interval
+                       : std::chrono::duration_cast<std::chrono::milliseconds>(next);
+    }
+}
+
+ChatResponse Client::cancel_response(std::string_view model, std::string_view response_id,
+                                     std::stop_token stop) const {
+    const BackgroundRoute background = background_route(*this, model);
+    const HttpRequest http = background.codec->encode_cancel(background.request, response_id);
+    return send_background(*state_, background, http, stop, false);
+}
+
+ChatStream Client::resume_stream(std::string_view model, std::string_view response_id,
+                                 std::int64_t starting_after, std::stop_token stop) const {
+    BackgroundRoute background = background_route(*this, model);
+    const StreamPosition from{std::string(response_id), std::max<std::int64_t>(starting_after, -1)};
+    return ChatStream(std::make_unique<detail::ChatStreamState>(
+        state_, std::move(background.route), std::move(background.request), *background.codec, from,
+        std::move(stop)));
 }
 
 const std::shared_ptr<SessionStore>& Client::session_store() const noexcept {

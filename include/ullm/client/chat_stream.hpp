@@ -16,7 +16,10 @@ class ChatStreamState;
 
 /// The events of one streamed response, pulled by the consumer (`next()` or a range-for).
 /// Nothing is sent before the first pull. Retries happen only before the first visible event
-/// and are announced with a `retry` event. Exactly one `done` event ends a successful stream.
+/// and are announced with a `retry` event, except that the stream of a response running in the
+/// background (OpenAI Responses `background: true`) that loses its connection is resumed where
+/// it broke off, announced with a `retry` event whose `resumed` is true, without repeating or
+/// losing an event. Exactly one `done` event ends a successful stream.
 /// Owned by one consumer thread; `cancel()` may be called from any thread. Destroying the
 /// stream before it ends cancels it.
 class ChatStream {
@@ -38,6 +41,11 @@ public:
 
     /// The final response, once the `done` event has been pulled.
     [[nodiscard]] const std::optional<ChatResponse>& response() const noexcept;
+
+    /// Where `Client::resume_stream` would go on after the events pulled so far: set for the
+    /// stream of a response running in the background once the response has told its id, until
+    /// `done`; nullopt for any other stream.
+    [[nodiscard]] std::optional<StreamPosition> resume_position() const;
 
     iterator begin() { return iterator(this); }
     std::default_sentinel_t end() { return {}; }

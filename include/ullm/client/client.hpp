@@ -12,6 +12,8 @@
 #include <ullm/providers/provider.hpp>
 #include <ullm/store/session_store.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stop_token>
@@ -67,6 +69,16 @@ struct CostEstimate {
     ModelPrice price;
 };
 
+/// How `Client::wait_response` polls a background response. A value type.
+struct PollOptions {
+    /// The wait after the first poll that finds the response unfinished; each later wait is
+    /// `multiplier` times longer, up to `max_interval`. A `Retry-After` (or `retry-after-ms`) on
+    /// a poll's answer replaces the wait it follows, up to `RetryPolicy::max_server_delay`.
+    std::chrono::milliseconds initial_interval{500};
+    double multiplier = 1.5;  ///< At least 1.
+    std::chrono::milliseconds max_interval{std::chrono::seconds(5)};
+};
+
 /// Where a model is served: the provider and the model id it knows.
 struct Route {
     std::shared_ptr<const Provider> provider;
@@ -103,7 +115,10 @@ public:
 
     /// Sends `request` and waits for the response, retrying what the retry policy allows.
     /// Throws the mapped `Error` of the last attempt, `CancelledError` when `stop` is
-    /// requested, `ProviderCapabilityError` for unsupported options (before any I/O).
+    /// requested, `ProviderCapabilityError` for unsupported options (before any I/O). A
+    /// background request (OpenAI Responses `background: true` in `provider_options`) returns at
+    /// once with `status` `queued` or `in_progress`, its `response_id`, no content and zero usage,
+    /// and is not reported to `on_usage`: `wait_response` returns and reports it once finished.
     [[nodiscard]] ChatResponse complete(ChatRequest request, std::stop_token stop = {}) const;
 
     /// A stream of `request`'s response; nothing is sent until the first event is pulled.
@@ -122,6 +137,40 @@ public:
     /// response.
     [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop,
                                     const CallBudget& budget) const;
+
+    /// Waits for background response `response_id` (from a `complete` of a request with
+    /// `background: true`, whose `status` was not `finished`) of `model`'s provider to finish:
+    /// polls it at once, then after each wait of `options` until its status is final, each poll
+    /// retried as the retry policy allows. Returns the finished response (`completed` or
+    /// `incomplete`), checked, priced and reported to `on_usage`, once. Throws the mapped `Error`
+    /// of a `failed` response (not polled again), `ProviderError` `response_cancelled` when it
+    /// was cancelled, `CancelledError` within moments of `stop` being requested, the mapped
+    /// error of a poll that failed after its retries, and before any I/O
+    /// `ProviderCapabilityError`: `unsupported_option` when the provider cannot run responses in
+    /// the background, `invalid_response_id`, `invalid_poll_options`, or a routing code.
+    [[nodiscard]] ChatResponse wait_response(std::string_view model, std::string_view response_id,
+                                             const PollOptions& options = {},
+                                             std::stop_token stop = {}) const;
+
+    /// Cancels background response `response_id` of `model`'s provider and returns it as it then
+    /// stands: `status` `cancelled` with what it had produced, or `finished` when it finished
+    /// first. Its usage is not reported to `on_usage`. Retried as the retry policy allows; throws
+    /// the mapped `Error` (an id the provider does not know is `invalid_request`),
+    /// `CancelledError`, and before any I/O `unsupported_option`, `invalid_response_id` or a
+    /// routing code.
+    [[nodiscard]] ChatResponse cancel_response(std::string_view model, std::string_view response_id,
+                                               std::stop_token stop = {}) const;
+
+    /// The stream of background response `response_id` of `model`'s provider from the event
+    /// after sequence number `starting_after` (the whole stream when it is negative), e.g. a
+    /// `ChatStream::resume_position()` kept from a stream that was lost. Nothing is sent until
+    /// the first pull. Its events are those that follow; tool calls that ended before the
+    /// position are started and ended again just before `done`, so that `done` (the whole
+    /// response) holds exactly the calls the stream yielded. Throws as `cancel_response` does
+    /// before any I/O; its pulls throw as a `stream`'s do.
+    [[nodiscard]] ChatStream resume_stream(std::string_view model, std::string_view response_id,
+                                           std::int64_t starting_after,
+                                           std::stop_token stop = {}) const;
 
     /// What `request` may cost, from an estimate of its prompt tokens and its output limit.
     /// Throws `ProviderCapabilityError` `unknown_model_pricing` when the model has no price.
