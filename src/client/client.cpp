@@ -724,13 +724,14 @@ ChatResponse send_background(const Client::State& state, const BackgroundRoute& 
 }
 
 void check_poll_options(const PollOptions& options) {
-    const bool valid = options.initial_interval.count() >= 0 &&
+    // A zero interval would never grow: the wait would become a busy loop against the server.
+    const bool valid = options.initial_interval.count() > 0 &&
                        options.max_interval >= options.initial_interval &&
                        std::isfinite(options.multiplier) && options.multiplier >= 1.0;
     if (!valid) {
         throw ProviderCapabilityError(
             "invalid_poll_options",
-            "PollOptions needs 0 <= initial_interval <= max_interval and a finite multiplier of "
+            "PollOptions needs 0 < initial_interval <= max_interval and a finite multiplier of "
             "at least 1");
     }
 }

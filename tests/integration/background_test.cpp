@@ -324,6 +324,9 @@ TEST_CASE("a wait ends with the failed response's error, response_cancelled, or 
                   (void)client.wait_response(model, "resp_bg", {.multiplier = 0.5});
               }) == "invalid_poll_options");
         CHECK(error_code_of([&] {
+                  (void)client.wait_response(model, "resp_bg", {.initial_interval = 0ms});
+              }) == "invalid_poll_options");
+        CHECK(error_code_of([&] {
                   (void)client.wait_response(model, "resp_bg",
                                              {.initial_interval = 2s, .max_interval = 1s});
               }) == "invalid_poll_options");

@@ -74,8 +74,8 @@ struct PollOptions {
     /// The wait after the first poll that finds the response unfinished; each later wait is
     /// `multiplier` times longer, up to `max_interval`. A `Retry-After` (or `retry-after-ms`) on
     /// a poll's answer replaces the wait it follows, up to `RetryPolicy::max_server_delay`.
-    std::chrono::milliseconds initial_interval{500};
-    double multiplier = 1.5;  ///< At least 1.
+    std::chrono::milliseconds initial_interval{500};  ///< Positive.
+    double multiplier = 1.5;                          ///< At least 1.
     std::chrono::milliseconds max_interval{std::chrono::seconds(5)};
 };
 
