@@ -87,7 +87,7 @@ void other_answers() {
     const ullm::Client client({.default_model = "scripted/demo", .providers = {model}});
     auto conversation =
         client.conversation({.tools = {find_order, check_stock, give_answer},
-                             .tool_execution_timeout = std::chrono::milliseconds(50)});
+                             .tool_execution_timeout = std::chrono::milliseconds(500)});
 
     const auto reply = conversation.send("Where is order 42?");
     fmt::print("\nuser> Where is order 42?\n");

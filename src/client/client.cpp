@@ -234,6 +234,14 @@ public:
                     retry_wait_ = *delay;
                     continue;
                 }
+                if (started_in_background()) {
+                    detail::ErrorEditor::set_message(
+                        error, error.message() +
+                                   " (not sent again: the server accepted the background "
+                                   "request, and without the response id that its stream had "
+                                   "not yet sent, a new request would start a second response)");
+                    throw;
+                }
                 const bool visible = decoder_ != nullptr && decoder_->produced_visible_event();
                 const auto delay = visible || route_.provider->offline()
                                        ? std::nullopt
@@ -335,6 +343,13 @@ private:
             return std::nullopt;
         }
         return decoder_->resume_position();
+    }
+
+    // Whether this attempt's request was accepted (a 2xx head made the decoder) as one that
+    // runs in the background: it runs on even though its stream was lost.
+    [[nodiscard]] bool started_in_background() const {
+        return codec_ != nullptr && decoder_ != nullptr && !resume_from_ &&
+               codec_->runs_in_background(request_);
     }
 
     // Sends the next attempt as a resume of the stream after `position`, with the same decoder
@@ -723,7 +738,9 @@ ChatResponse send_background(const Client::State& state, const BackgroundRoute& 
     return response;
 }
 
-void check_poll_options(const PollOptions& options) {
+}  // namespace
+
+void detail::check_poll_options(const PollOptions& options) {
     // A zero interval would never grow: the wait would become a busy loop against the server.
     const bool valid = options.initial_interval.count() > 0 &&
                        options.max_interval >= options.initial_interval &&
@@ -735,6 +752,8 @@ void check_poll_options(const PollOptions& options) {
             "at least 1");
     }
 }
+
+namespace {
 
 // Whether a routed `request` may be sent within `budget`: nullopt to send it, or the response
 // of a skipped request. Throws `BudgetExceededError` for `throw`.
@@ -809,7 +828,7 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop,
 
 ChatResponse Client::wait_response(std::string_view model, std::string_view response_id,
                                    const PollOptions& options, std::stop_token stop) const {
-    check_poll_options(options);
+    detail::check_poll_options(options);
     const BackgroundRoute background = background_route(*this, model);
     const HttpRequest http = background.codec->encode_retrieve(background.request, response_id);
     std::chrono::milliseconds interval = options.initial_interval;
@@ -820,12 +839,9 @@ ChatResponse Client::wait_response(std::string_view model, std::string_view resp
             case ResponseStatus::finished:
                 return response;
             case ResponseStatus::cancelled:
-                throw ProviderError("response_cancelled",
-                                    "the background response " + std::string(response_id) +
-                                        " was cancelled before it finished",
-                                    409, false,
-                                    {std::string(background.route.provider->name()),
-                                     background.request.model, response.request_id});
+                throw_cancelled_response(response_id,
+                                         {std::string(background.route.provider->name()),
+                                          background.request.model, response.request_id});
             case ResponseStatus::queued:
             case ResponseStatus::in_progress:
                 break;

@@ -3,6 +3,7 @@
 #include <ullm/conversation/markdown.hpp>
 #include <ullm/conversation/turn_queue.hpp>
 #include <ullm/core/error.hpp>
+#include <ullm/providers/provider_errors.hpp>
 #include <ullm/store/session_store.hpp>
 #include <ullm/tools/tool_registry.hpp>
 
@@ -238,6 +239,7 @@ void check_options(ConversationOptions& options) {
     }
     detail::check_budget(options.budget_usd, "budget_usd");
     detail::check_budget_action(options.budget_action);
+    detail::check_poll_options(options.background_poll);
     if (!options.provider_options.is_object()) {
         throw ProviderCapabilityError("invalid_provider_options",
                                       "provider_options must be a JSON object");
@@ -506,8 +508,26 @@ private:
             round_stream_.emplace(state_->client.stream(std::move(request), stop_.get_token()));
             phase_ = Phase::streaming;
         } else {
-            finish_round(state_->client.complete(std::move(request), stop_.get_token()));
+            finish_round(settled(state_->client.complete(std::move(request), stop_.get_token())));
         }
+    }
+
+    // The finished reply of a round: a background reply is waited for; a cancelled one fails
+    // the round. (A background stream ends with its finished response, or throws.)
+    ChatResponse settled(ChatResponse response) {
+        switch (response.status) {
+            case ResponseStatus::finished:
+                return response;
+            case ResponseStatus::cancelled:
+                throw_cancelled_response(response.response_id,
+                                         {std::string(state_->route.provider->name()),
+                                          state_->route.model, response.request_id});
+            case ResponseStatus::queued:
+            case ResponseStatus::in_progress:
+                break;
+        }
+        return state_->client.wait_response(state_->model_spec, response.response_id,
+                                            conversation().background_poll, stop_.get_token());
     }
 
     void pull_round_event() {

@@ -462,14 +462,6 @@ ChatResponse unfinished(const json& response, const std::string& status,
     return decoded;
 }
 
-// The error a background response that was cancelled ends a wait or a stream with.
-[[noreturn]] void throw_cancelled_response(const std::string& id, const ErrorOrigin& origin) {
-    throw ProviderError("response_cancelled",
-                        "the background response " + (id.empty() ? std::string("") : id + " ") +
-                            "was cancelled before it finished",
-                        409, false, origin);
-}
-
 // The HTTP status an error code or type carried inside a 200 body or stream stands for.
 int status_for(const std::string& code, const std::string& type) {
     const auto is = [&](std::string_view value) { return code == value || type == value; };
@@ -1209,6 +1201,10 @@ HttpRequest OpenAiResponsesProvider::background_request(const ChatRequest& reque
             http.headers.end());
     }
     return http;
+}
+
+bool OpenAiResponsesProvider::runs_in_background(const ChatRequest& request) const {
+    return context_for(name(), request).background;
 }
 
 HttpRequest OpenAiResponsesProvider::encode_retrieve(const ChatRequest& request,

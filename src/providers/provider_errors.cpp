@@ -97,6 +97,14 @@ void throw_invalid_response(const std::string& message, const ErrorOrigin& origi
     throw ProviderError("invalid_provider_response", message, 502, false, origin);
 }
 
+void throw_cancelled_response(std::string_view id, const ErrorOrigin& origin) {
+    throw ProviderError("response_cancelled",
+                        "the background response " +
+                            (id.empty() ? std::string() : std::string(id) + " ") +
+                            "was cancelled before it finished",
+                        409, false, origin);
+}
+
 json parse_provider_json(std::string_view body, const ErrorOrigin& origin, std::string_view what) {
     json value = detail::parse_json_exact(body);
     if (value.is_discarded()) {

@@ -3,6 +3,7 @@
 // cancelled, cancelling, and streams that lose their connection and are resumed.
 
 #include <ullm/client/client.hpp>
+#include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/openai_responses.hpp>
@@ -516,4 +517,180 @@ TEST_CASE("a stream is resumed explicitly from a response id and a sequence numb
     REQUIRE(sent.size() == 2);
     CHECK(sent[1].method == "GET");
     CHECK(sent[1].target == "/v1/responses/resp_bg?stream=true&starting_after=6");
+}
+
+namespace {
+
+// A finished background response with a text answer only (a conversation would run a call).
+std::string answered(const std::string& text) {
+    json response = response_in("completed");
+    json message = message_item;
+    message["content"][0]["text"] = text;
+    response["output"] = {message};
+    return response.dump();
+}
+
+ullm::Conversation background_conversation(const ullm::Client& client) {
+    return client.conversation(
+        {.use_session_store = false,
+         .model = "openai-responses/gpt-4.1",
+         .provider_options = {{"background", true}},
+         .background_poll = {.initial_interval = 5ms, .max_interval = 20ms}});
+}
+
+}  // namespace
+
+TEST_CASE("a conversation waits for a background reply and commits only the finished one",
+          "[conversation][integration][background]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(200, body_in("queued")));
+    server.enqueue(ScriptedResponse::json(200, body_in("in_progress")));
+    server.enqueue(ScriptedResponse::json(200, answered("The report is done.")));
+    server.enqueue(ScriptedResponse::json(200, body_in("queued")));
+    server.enqueue(ScriptedResponse::json(200, answered("Second.")));
+    UsageLog usage;
+    const auto client = client_for(server, &usage);
+    auto conversation = background_conversation(client);
+
+    const ullm::ConversationReply reply = conversation.send("Write a long report.");
+    CHECK(reply.finished());
+    CHECK(reply.text == "The report is done.");
+    CHECK(reply.model_rounds == 1);
+    CHECK(reply.turn_usage.output_tokens == 9);
+    const auto history = conversation.history();
+    REQUIRE(history.size() == 2);
+    CHECK(history[1].text() == "The report is done.");
+    CHECK(conversation.totals().rounds == 1);
+    CHECK(conversation.totals().output_tokens == 9);
+    CHECK(usage.all().size() == 1);
+
+    // The next turn sends the whole history again (a background response is stored).
+    CHECK(conversation.send("And now?").text == "Second.");
+    const auto sent = server.requests();
+    REQUIRE(sent.size() == 5);
+    CHECK(sent[0].method == "POST");
+    CHECK(sent[1].target == "/v1/responses/resp_bg");
+    CHECK(sent[2].target == "/v1/responses/resp_bg");
+    CHECK(sent[3].method == "POST");
+    CHECK(json::parse(sent[3].body)["input"].size() == 3);
+    CHECK(conversation.history().size() == 4);
+}
+
+TEST_CASE("a background reply that is cancelled or waited out commits nothing",
+          "[conversation][integration][background]") {
+    SECTION("cancelled on the server while the turn waits") {
+        TestServer server;
+        server.enqueue(ScriptedResponse::json(200, body_in("queued")));
+        server.enqueue(ScriptedResponse::json(200, body_in("cancelled")));
+        auto conversation = background_conversation(client_for(server));
+        CHECK(error_code_of([&] { (void)conversation.send("Write."); }) == "response_cancelled");
+        CHECK(conversation.history().empty());
+        CHECK(conversation.totals().rounds == 1);
+    }
+    SECTION("already cancelled in the answer to the request") {
+        TestServer server;
+        server.enqueue(ScriptedResponse::json(200, body_in("cancelled")));
+        auto conversation = background_conversation(client_for(server));
+        CHECK(error_code_of([&] { (void)conversation.send("Write."); }) == "response_cancelled");
+        CHECK(server.request_count() == 1);
+        CHECK(conversation.history().empty());
+    }
+    SECTION("the turn is cancelled while it polls") {
+        TestServer server;
+        // Queued, then running for as long as the turn waits; a new request is answered.
+        server.set_handler([](const RecordedRequest& request) {
+            return ScriptedResponse::json(
+                200, request.method == "POST" ? body_in("queued") : body_in("in_progress"));
+        });
+        auto conversation = background_conversation(client_for(server));
+        std::stop_source stop;
+        std::thread canceller([&] {
+            std::this_thread::sleep_for(100ms);
+            stop.request_stop();
+        });
+        CHECK_THROWS_AS(conversation.send("Write.", {.stop = stop.get_token()}),
+                        ullm::CancelledError);
+        canceller.join();
+        CHECK(server.request_count() >= 2);
+        CHECK(conversation.history().empty());
+        // The turn's slot is free again.
+        server.set_handler({});
+        server.enqueue(ScriptedResponse::json(200, answered("Done.")));
+        CHECK(conversation.send("Again.").text == "Done.");
+    }
+}
+
+TEST_CASE("a conversation's background poll options are checked before anything is sent",
+          "[conversation][integration][background]") {
+    TestServer server;
+    const auto client = client_for(server);
+    for (const ullm::PollOptions poll :
+         {ullm::PollOptions{.initial_interval = 0ms}, ullm::PollOptions{.multiplier = 0.5},
+          ullm::PollOptions{.initial_interval = 50ms, .max_interval = 10ms}}) {
+        CHECK(error_code_of([&] {
+                  (void)client.conversation(
+                      {.model = "openai-responses/gpt-4.1", .background_poll = poll});
+              }) == "invalid_poll_options");
+    }
+    CHECK(server.request_count() == 0);
+}
+
+TEST_CASE("a streamed conversation turn over a background stream survives a drop",
+          "[conversation][integration][background]") {
+    TestServer server;
+    // Text only: the stream is cut after the text was finished, then resumed from there.
+    std::vector<json> events = stream_events();
+    server.enqueue(dropped_after(wire(0, 8, true)));
+    std::string rest;
+    for (std::size_t i = 9; i <= 10; ++i) rest += frame(events[i]);
+    json completed = events[16];
+    completed["response"] = json::parse(answered("Hello, world"));
+    completed["sequence_number"] = 11;
+    rest += frame(completed);
+    server.enqueue(ScriptedResponse::sse(rest, 0));
+    auto conversation = background_conversation(client_for(server));
+    std::string text;
+    int resumed = 0;
+    for (const auto& event : conversation.send_stream("Say hello.")) {
+        if (const auto* delta = event.text_delta()) text += *delta;
+        if (event.type == Type::retry && event.resumed) ++resumed;
+    }
+    CHECK(text == "Hello, world");
+    CHECK(resumed == 1);
+    const auto sent = server.requests();
+    REQUIRE(sent.size() == 2);
+    CHECK(starting_after_of(sent[1]) == 8);
+    REQUIRE(conversation.history().size() == 2);
+    CHECK(conversation.history()[1].text() == "Hello, world");
+}
+
+TEST_CASE("a background stream lost before its response id is not sent again",
+          "[client][integration][background]") {
+    // The server accepted the request (200 and the stream's head), then the connection broke
+    // before `response.created` named the response: a second POST would start a second one.
+    TestServer server;
+    server.enqueue(dropped_after(": accepted\n\n"));
+    server.enqueue(ScriptedResponse::sse(wire(0, 16), 0));
+    ullm::ChatRequest request = ask("Write a long report.");
+    request.provider_options = {{"background", true}};
+    auto stream = client_for(server).stream(request);
+    try {
+        (void)drain(stream);
+        FAIL("no error");
+    } catch (const ullm::Error& error) {
+        CHECK(error.retryable());
+        CHECK(error.message().find("second response") != std::string::npos);
+        CHECK(error.message().find(api_key) == std::string::npos);
+    }
+    CHECK(server.request_count() == 1);
+
+    // A refusal before the server accepted anything is still retried as usual.
+    TestServer refusing;
+    refusing.enqueue(ScriptedResponse::json(503, R"({"error":{"message":"busy"}})"));
+    refusing.enqueue(ScriptedResponse::sse(wire(0, 16), 0));
+    auto retried = client_for(refusing).stream(request);
+    const Drained out = drain(retried);
+    CHECK(out.text == "Hello, world");
+    CHECK(out.retries.size() == 1);
+    CHECK(refusing.request_count() == 2);
 }

@@ -79,6 +79,11 @@ struct PollOptions {
     std::chrono::milliseconds max_interval{std::chrono::seconds(5)};
 };
 
+namespace detail {
+/// Throws `ProviderCapabilityError` `invalid_poll_options` unless `options` can be polled with.
+void check_poll_options(const PollOptions& options);
+}  // namespace detail
+
 /// Where a model is served: the provider and the model id it knows.
 struct Route {
     std::shared_ptr<const Provider> provider;

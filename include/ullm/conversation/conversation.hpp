@@ -66,6 +66,12 @@ struct ConversationOptions {
     std::string model;
     /// Provider-specific request fields (see `ChatRequest::provider_options`).
     json provider_options = json::object();
+    /// How a round waits for a background reply (OpenAI Responses `background: true` in
+    /// `provider_options`): a round whose reply comes back queued or in progress has it
+    /// polled with `Client::wait_response` until it is finished, cancellable with the turn;
+    /// one that was cancelled fails the turn with `response_cancelled`. Only a finished reply
+    /// is committed. Checked: `invalid_poll_options`.
+    PollOptions background_poll;
     /// Tools the model may call; validated as a set (`ToolDefinitionError`).
     std::vector<Tool> tools;
     /// Whether and which tools the model may call. A forced choice (`required` or a named tool)

@@ -102,6 +102,9 @@ public:
     /// This provider itself.
     [[nodiscard]] const BackgroundCodec* background() const noexcept override { return this; }
 
+    /// `provider_options` holds `background: true`.
+    [[nodiscard]] bool runs_in_background(const ChatRequest& request) const override;
+
     /// `GET {base_url}/responses/{id}`, with `include[]=reasoning.encrypted_content` when
     /// `encode` would ask for it. Throws `ProviderCapabilityError` `invalid_response_id` for an
     /// id that is empty, longer than 256 characters or holds anything but ASCII letters, digits,

@@ -69,6 +69,10 @@ class BackgroundCodec {
 public:
     virtual ~BackgroundCodec() = default;
 
+    /// Whether `request` asks for its response to run in the background, so that the provider
+    /// keeps it going even if the connection is lost.
+    [[nodiscard]] virtual bool runs_in_background(const ChatRequest& request) const = 0;
+
     /// The request that fetches response `response_id` as it stands; `request` names the model
     /// (and its tools, for decoding). Throws `ProviderCapabilityError` `invalid_response_id` for
     /// an id the API cannot have.

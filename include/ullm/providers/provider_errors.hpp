@@ -51,4 +51,8 @@ struct ProviderFailure {
 /// Throws `ProviderError` `invalid_provider_response` with `message`.
 [[noreturn]] void throw_invalid_response(const std::string& message, const ErrorOrigin& origin);
 
+/// Throws `ProviderError` `response_cancelled` (409): background response `id` (may be empty)
+/// was cancelled before it finished.
+[[noreturn]] void throw_cancelled_response(std::string_view id, const ErrorOrigin& origin);
+
 }  // namespace ullm
