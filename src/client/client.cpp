@@ -42,10 +42,6 @@ std::string env(const char* name) {
     return value == nullptr ? std::string() : std::string(value);
 }
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
 std::string ascii_lower(std::string text) {
     for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return text;
@@ -58,12 +54,12 @@ struct NamedRoute {
 };
 
 std::optional<NamedRoute> route_by_name(std::string_view model) {
-    if (starts_with(model, "gpt-") || starts_with(model, "o1") || starts_with(model, "o3") ||
-        starts_with(model, "o4") || starts_with(model, "chatgpt-")) {
+    if (model.starts_with("gpt-") || model.starts_with("o1") || model.starts_with("o3") ||
+        model.starts_with("o4") || model.starts_with("chatgpt-")) {
         return NamedRoute{"openai", "OPENAI_API_KEY"};
     }
-    if (starts_with(model, "claude-")) return NamedRoute{"anthropic", "ANTHROPIC_API_KEY"};
-    if (starts_with(model, "gemini-") || starts_with(model, "models/gemini-")) {
+    if (model.starts_with("claude-")) return NamedRoute{"anthropic", "ANTHROPIC_API_KEY"};
+    if (model.starts_with("gemini-") || model.starts_with("models/gemini-")) {
         return NamedRoute{"gemini", "GEMINI_API_KEY (or GOOGLE_API_KEY)"};
     }
     return std::nullopt;
@@ -413,7 +409,7 @@ private:
             }
         }
         if (const auto type = head.header("content-type")) {
-            if (starts_with(ascii_lower(*type), "text/html")) {
+            if (ascii_lower(*type).starts_with("text/html")) {
                 throw ProviderError(
                     "invalid_provider_response",
                     "the stream is an HTML page (Content-Type " + *type + "), not an event stream",

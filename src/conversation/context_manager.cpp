@@ -8,6 +8,7 @@
 #include <utility>
 #include <variant>
 
+#include "../core/arithmetic.hpp"
 #include "tool_sequence.hpp"
 
 namespace ullm {
@@ -24,13 +25,6 @@ constexpr const char* summary_heading = "Summary of the earlier conversation:\n"
 
 [[noreturn]] void invalid_window(const std::string& message) {
     throw ProviderCapabilityError("invalid_context_window", message);
-}
-
-std::int64_t saturating_add(std::int64_t total, std::int64_t amount) noexcept {
-    if (total > std::numeric_limits<std::int64_t>::max() - amount) {
-        return std::numeric_limits<std::int64_t>::max();
-    }
-    return total + amount;
 }
 
 bool has_tool_calls(const Message& message) {
@@ -146,7 +140,8 @@ bool SlidingWindowStrategy::should_trim(std::vector<Message> messages) {
     if (options_.max_messages && messages.size() > *options_.max_messages) return true;
     if (!options_.max_tokens) return false;
     std::int64_t tokens = 0;
-    for (const auto& message : messages) tokens = saturating_add(tokens, estimate_tokens(message));
+    for (const auto& message : messages)
+        tokens = detail::saturating_add(tokens, estimate_tokens(message));
     return tokens > *options_.max_tokens;
 }
 
@@ -156,7 +151,7 @@ std::vector<Message> SlidingWindowStrategy::trim(std::vector<Message> messages) 
     std::vector<std::int64_t> tokens(units.size(), 0);
     for (std::size_t k = 0; k < units.size(); ++k) {
         for (std::size_t i = units[k].begin; i < units[k].end; ++i) {
-            tokens[k] = saturating_add(tokens[k], estimate_tokens(messages[i]));
+            tokens[k] = detail::saturating_add(tokens[k], estimate_tokens(messages[i]));
         }
     }
     std::vector<bool> keep(units.size(), false);
@@ -165,7 +160,7 @@ std::vector<Message> SlidingWindowStrategy::trim(std::vector<Message> messages) 
     const auto take = [&](std::size_t k) {
         keep[k] = true;
         kept_messages += units[k].end - units[k].begin;
-        kept_tokens = saturating_add(kept_tokens, tokens[k]);
+        kept_tokens = detail::saturating_add(kept_tokens, tokens[k]);
     };
 
     // Kept whatever the limits say: pinned messages, and the turn being answered (the latest
@@ -182,7 +177,7 @@ std::vector<Message> SlidingWindowStrategy::trim(std::vector<Message> messages) 
         if (keep[k - 1]) continue;
         const Unit& unit = units[k - 1];
         const std::size_t count = kept_messages + (unit.end - unit.begin);
-        const std::int64_t total = saturating_add(kept_tokens, tokens[k - 1]);
+        const std::int64_t total = detail::saturating_add(kept_tokens, tokens[k - 1]);
         if ((options_.max_messages && count > *options_.max_messages) ||
             (options_.max_tokens && total > *options_.max_tokens)) {
             break;

@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "../core/arithmetic.hpp"
 #include "tool_sequence.hpp"
 
 namespace ullm {
@@ -28,12 +29,9 @@ constexpr std::string_view snapshot_format = "ullm.conversation";
     throw InvalidConversationSnapshotError(std::move(path), std::move(constraint));
 }
 
-std::int64_t saturating_add(std::int64_t total, std::int64_t amount) noexcept {
-    if (amount <= 0) return total;  // negative amounts are not usage; they add nothing
-    if (total > std::numeric_limits<std::int64_t>::max() - amount) {
-        return std::numeric_limits<std::int64_t>::max();
-    }
-    return total + amount;
+// A total plus `amount`, saturating; negative amounts are not usage and add nothing.
+std::int64_t add_count(std::int64_t total, std::int64_t amount) noexcept {
+    return detail::saturating_add(total, std::max<std::int64_t>(amount, 0));
 }
 
 const json& required(const json& object, const char* key, const std::string& path) {
@@ -354,16 +352,16 @@ std::string parse_reason(const std::string& what) {
 
 ConversationTotals& ConversationTotals::operator+=(const Usage& usage) noexcept {
     add_tokens(usage);
-    rounds = saturating_add(rounds, 1);
+    rounds = add_count(rounds, 1);
     return *this;
 }
 
 void ConversationTotals::add_tokens(const Usage& usage) noexcept {
-    input_tokens = saturating_add(input_tokens, usage.input_tokens);
-    output_tokens = saturating_add(output_tokens, usage.output_tokens);
-    reasoning_tokens = saturating_add(reasoning_tokens, usage.reasoning_tokens);
-    cached_read_tokens = saturating_add(cached_read_tokens, usage.cached_read_tokens);
-    cached_write_tokens = saturating_add(cached_write_tokens, usage.cached_write_tokens);
+    input_tokens = add_count(input_tokens, usage.input_tokens);
+    output_tokens = add_count(output_tokens, usage.output_tokens);
+    reasoning_tokens = add_count(reasoning_tokens, usage.reasoning_tokens);
+    cached_read_tokens = add_count(cached_read_tokens, usage.cached_read_tokens);
+    cached_write_tokens = add_count(cached_write_tokens, usage.cached_write_tokens);
     if (usage.cost_usd && std::isfinite(*usage.cost_usd) && *usage.cost_usd > 0) {
         cost_usd += *usage.cost_usd;
         if (!std::isfinite(cost_usd)) cost_usd = std::numeric_limits<double>::max();
@@ -371,14 +369,14 @@ void ConversationTotals::add_tokens(const Usage& usage) noexcept {
 }
 
 ConversationTotals& ConversationTotals::operator+=(const ConversationTotals& other) noexcept {
-    input_tokens = saturating_add(input_tokens, other.input_tokens);
-    output_tokens = saturating_add(output_tokens, other.output_tokens);
-    reasoning_tokens = saturating_add(reasoning_tokens, other.reasoning_tokens);
-    cached_read_tokens = saturating_add(cached_read_tokens, other.cached_read_tokens);
-    cached_write_tokens = saturating_add(cached_write_tokens, other.cached_write_tokens);
+    input_tokens = add_count(input_tokens, other.input_tokens);
+    output_tokens = add_count(output_tokens, other.output_tokens);
+    reasoning_tokens = add_count(reasoning_tokens, other.reasoning_tokens);
+    cached_read_tokens = add_count(cached_read_tokens, other.cached_read_tokens);
+    cached_write_tokens = add_count(cached_write_tokens, other.cached_write_tokens);
     cost_usd += other.cost_usd;
     if (!std::isfinite(cost_usd)) cost_usd = std::numeric_limits<double>::max();
-    rounds = saturating_add(rounds, other.rounds);
+    rounds = add_count(rounds, other.rounds);
     return *this;
 }
 

@@ -2,19 +2,14 @@
 
 #include <ullm/core/error.hpp>
 
+#include "arithmetic.hpp"
+
 #include <cmath>
 #include <limits>
 
 namespace ullm {
 
 namespace {
-
-std::int64_t saturating_add(std::int64_t a, std::int64_t b) noexcept {
-    if (b > 0 && a > std::numeric_limits<std::int64_t>::max() - b) {
-        return std::numeric_limits<std::int64_t>::max();
-    }
-    return a + b;
-}
 
 std::int64_t parse_count(const json& object, const char* key, const std::string& path) {
     const auto it = object.find(key);
@@ -38,11 +33,11 @@ std::int64_t parse_count(const json& object, const char* key, const std::string&
 }  // namespace
 
 Usage& Usage::operator+=(const Usage& other) noexcept {
-    input_tokens = saturating_add(input_tokens, other.input_tokens);
-    output_tokens = saturating_add(output_tokens, other.output_tokens);
-    cached_read_tokens = saturating_add(cached_read_tokens, other.cached_read_tokens);
-    cached_write_tokens = saturating_add(cached_write_tokens, other.cached_write_tokens);
-    reasoning_tokens = saturating_add(reasoning_tokens, other.reasoning_tokens);
+    input_tokens = detail::saturating_add(input_tokens, other.input_tokens);
+    output_tokens = detail::saturating_add(output_tokens, other.output_tokens);
+    cached_read_tokens = detail::saturating_add(cached_read_tokens, other.cached_read_tokens);
+    cached_write_tokens = detail::saturating_add(cached_write_tokens, other.cached_write_tokens);
+    reasoning_tokens = detail::saturating_add(reasoning_tokens, other.reasoning_tokens);
     if (other.cost_usd) cost_usd = cost_usd.value_or(0.0) + *other.cost_usd;
     return *this;
 }

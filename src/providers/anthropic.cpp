@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "../core/arithmetic.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {
@@ -23,10 +24,6 @@ using detail::string_field;
 // provider_options keys the adapter consumes instead of sending.
 constexpr std::string_view system_cache_key = "system_cache_control";
 constexpr std::string_view tools_cache_key = "tools_cache_control";
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
 
 bool ends_with(std::string_view text, std::string_view suffix) {
     return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
@@ -137,7 +134,7 @@ struct InlineData {
 
 // A `data:` URL split into media type and base64 payload; nullopt for other URLs.
 std::optional<InlineData> parse_data_url(std::string_view url, std::string_view provider) {
-    if (!starts_with(url, "data:")) return std::nullopt;
+    if (!url.starts_with("data:")) return std::nullopt;
     const auto comma = url.find(',');
     const std::string_view header =
         url.substr(5, comma == std::string_view::npos ? std::string_view::npos : comma - 5);
@@ -208,7 +205,7 @@ json document_block(const DocumentPart& document, std::string_view provider) {
         block["source"] = {{"type", "url"}, {"url", document.url}};
     } else if (media_type == "application/pdf") {
         block["source"] = {{"type", "base64"}, {"media_type", media_type}, {"data", data}};
-    } else if (starts_with(media_type, "text/")) {
+    } else if (media_type.starts_with("text/")) {
         // Plain-text documents travel as text, not base64.
         auto text = decode_base64(data);
         if (!text) {
@@ -268,12 +265,6 @@ FinishReason map_stop_reason(std::string_view reason) {
     return FinishReason::stop;  // end_turn, stop_sequence, pause_turn, unknown
 }
 
-std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
-    return a > std::numeric_limits<std::int64_t>::max() - b
-               ? std::numeric_limits<std::int64_t>::max()
-               : a + b;
-}
-
 // Anthropic's usage counts as last reported; newer API versions repeat input and cache counts
 // in message_delta, so every field present overrides the previous value.
 struct RawUsage {
@@ -302,7 +293,8 @@ struct RawUsage {
 
     [[nodiscard]] Usage canonical() const {
         Usage out;
-        out.input_tokens = saturating_add(saturating_add(input, cache_read), cache_write);
+        out.input_tokens =
+            detail::saturating_add(detail::saturating_add(input, cache_read), cache_write);
         out.output_tokens = output;
         out.cached_read_tokens = cache_read;
         out.cached_write_tokens = cache_write;
@@ -949,7 +941,7 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
     json body = {{"model", request.model}};
     std::int64_t max_tokens = options_.default_max_tokens;
     if (thinking_given && thinking->is_object()) {
-        max_tokens = saturating_add(max_tokens, count_field(*thinking, "budget_tokens"));
+        max_tokens = detail::saturating_add(max_tokens, count_field(*thinking, "budget_tokens"));
     }
     body["max_tokens"] = request.max_tokens.value_or(max_tokens);
 

@@ -15,6 +15,7 @@
 #include <set>
 #include <variant>
 
+#include "../core/arithmetic.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {
@@ -30,10 +31,6 @@ constexpr std::size_t max_stop_sequences = 5;
 // The deepest `partialArgs` jsonPath accepted (the tool layer's argument depth limit).
 constexpr std::size_t max_argument_path_depth = 64;
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
 bool ends_with(std::string_view text, std::string_view suffix) {
     return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
@@ -41,7 +38,7 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 // The model id without the `models/` resource prefix: "models/gemini-2.5-flash" and
 // "gemini-2.5-flash" name the same model.
 std::string normalise_model(std::string_view model) {
-    if (starts_with(model, "models/")) model.remove_prefix(7);
+    if (model.starts_with("models/")) model.remove_prefix(7);
     return std::string(model);
 }
 
@@ -55,9 +52,9 @@ bool is_model_char(char c) {
 std::string model_path(std::string_view model) {
     std::string_view id = model;
     std::string_view collection = "models/";
-    if (starts_with(id, "models/")) {
+    if (id.starts_with("models/")) {
         id.remove_prefix(7);
-    } else if (starts_with(id, "tunedModels/")) {
+    } else if (id.starts_with("tunedModels/")) {
         id.remove_prefix(12);
         collection = "tunedModels/";
     }
@@ -71,16 +68,10 @@ std::string model_path(std::string_view model) {
 
 // The major version of a Gemma model ("gemma-3-27b-it" → 3), or nullopt for other models.
 std::optional<int> gemma_generation(std::string_view model) {
-    if (!starts_with(model, "gemma-") || model.size() < 7) return std::nullopt;
+    if (!model.starts_with("gemma-") || model.size() < 7) return std::nullopt;
     const char digit = model[6];
     if (digit < '0' || digit > '9') return std::nullopt;
     return digit - '0';
-}
-
-std::int64_t saturating_add(std::int64_t a, std::int64_t b) {
-    return a > std::numeric_limits<std::int64_t>::max() - b
-               ? std::numeric_limits<std::int64_t>::max()
-               : a + b;
 }
 
 // FNV-1a, 32 bits, as 8 hex digits: a short stable tag for synthesised ids.
@@ -127,7 +118,7 @@ struct SchemaTranslation {
 
     std::string ref(const std::string& target) const {
         constexpr std::string_view old_prefix = "#/definitions/";
-        if (rename_definitions && starts_with(target, old_prefix))
+        if (rename_definitions && target.starts_with(old_prefix))
             return "#/$defs/" + target.substr(old_prefix.size());
         return target;
     }
@@ -208,7 +199,7 @@ bool declares_no_arguments(const json& schema) {
 json media_part(const std::string& url, const std::string& data, std::string media_type,
                 std::string_view what) {
     if (!data.empty()) return {{"inlineData", {{"mimeType", media_type}, {"data", data}}}};
-    if (starts_with(url, "data:")) {
+    if (url.starts_with("data:")) {
         const auto comma = url.find(',');
         const std::string_view header = std::string_view(url).substr(0, comma);
         if (comma == std::string::npos || !ends_with(header, ";base64")) {
@@ -590,12 +581,12 @@ bool has_token_counts(const json& usage) {
 
 Usage decode_usage(const json& usage) {
     Usage out;
-    out.input_tokens = saturating_add(count_field(usage, "promptTokenCount"),
-                                      count_field(usage, "toolUsePromptTokenCount"));
+    out.input_tokens = detail::saturating_add(count_field(usage, "promptTokenCount"),
+                                              count_field(usage, "toolUsePromptTokenCount"));
     out.cached_read_tokens = count_field(usage, "cachedContentTokenCount");
     out.reasoning_tokens = count_field(usage, "thoughtsTokenCount");
     out.output_tokens =
-        saturating_add(count_field(usage, "candidatesTokenCount"), out.reasoning_tokens);
+        detail::saturating_add(count_field(usage, "candidatesTokenCount"), out.reasoning_tokens);
     return out;
 }
 
@@ -1138,7 +1129,7 @@ ProviderCapabilities GeminiProvider::capabilities(std::string_view model) const 
     const std::string id = normalise_model(model);
     ProviderCapabilities capabilities;
     capabilities.documents = true;
-    capabilities.reasoning = !(starts_with(id, "gemini-1") || starts_with(id, "gemini-2.0"));
+    capabilities.reasoning = !(id.starts_with("gemini-1") || id.starts_with("gemini-2.0"));
     if (const auto generation = gemma_generation(id); generation && *generation <= 3) {
         // Gemma 1–3 on the Gemini API have no function calling and no JSON mode.
         capabilities.tools = false;

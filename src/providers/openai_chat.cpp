@@ -7,6 +7,7 @@
 
 #include <map>
 
+#include "openai_common.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {
@@ -14,21 +15,9 @@ namespace ullm {
 namespace {
 
 using detail::count_field;
+using detail::data_url;
+using detail::is_openai_reasoning_model;
 using detail::string_field;
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
-// OpenAI's reasoning models refuse sampling options.
-bool is_openai_reasoning_model(std::string_view model) {
-    return starts_with(model, "o1") || starts_with(model, "o3") || starts_with(model, "o4") ||
-           (starts_with(model, "gpt-5") && !starts_with(model, "gpt-5-chat"));
-}
-
-std::string data_url(const std::string& media_type, const std::string& data) {
-    return "data:" + media_type + ";base64," + data;
-}
 
 json encode_user_content(const Message& message) {
     bool text_only = true;

@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "openai_common.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {
@@ -17,25 +18,13 @@ namespace ullm {
 namespace {
 
 using detail::count_field;
+using detail::data_url;
+using detail::is_openai_reasoning_model;
 using detail::string_field;
 
 // Visible reasoning pieces (summary parts, reasoning_text parts) that follow each other in
 // one canonical reasoning part are separated by a blank line, in bodies and streams alike.
 constexpr std::string_view reasoning_separator = "\n\n";
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
-// OpenAI's reasoning models refuse sampling options and accept encrypted reasoning.
-bool is_openai_reasoning_model(std::string_view model) {
-    return starts_with(model, "o1") || starts_with(model, "o3") || starts_with(model, "o4") ||
-           (starts_with(model, "gpt-5") && !starts_with(model, "gpt-5-chat"));
-}
-
-std::string data_url(const std::string& media_type, const std::string& data) {
-    return "data:" + media_type + ";base64," + data;
-}
 
 const json* array_field(const json& object, std::string_view key) {
     if (!object.is_object()) return nullptr;
@@ -228,7 +217,7 @@ std::vector<ToolCallPart> unwrap_parallel(const std::string& call_id, std::strin
     std::vector<ToolCallPart> calls;
     for (const auto& use : *uses) {
         std::string name = string_field(use, "recipient_name");
-        if (starts_with(name, "functions.")) name.erase(0, 10);
+        if (name.starts_with("functions.")) name.erase(0, 10);
         if (name.empty()) return {};
         json parameters = json::object();
         if (const auto it = use.find("parameters"); it != use.end()) {

@@ -5,11 +5,9 @@
 
 #include <ullm/core/json.hpp>
 #include <ullm/core/message.hpp>
-#include <ullm/http/http_types.hpp>
 #include <ullm/providers/chat.hpp>
 #include <ullm/providers/provider.hpp>
 
-#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -76,19 +74,6 @@ std::int64_t count_field(const json& object, std::string_view key);
 
 /// The string field `key` of `object`, or "" when absent or not a string.
 std::string string_field(const json& object, std::string_view key);
-
-/// The HTTP request both OpenAI APIs take: a JSON POST to `url` with bearer authentication
-/// (when `api_key` is set), the organization and project headers, and `extra` headers.
-HttpRequest openai_http_request(std::string url, const json& body, bool stream,
-                                const std::string& api_key, const std::string& organization,
-                                const std::string& project, const HttpHeaders& extra,
-                                std::chrono::milliseconds connect_timeout,
-                                std::chrono::milliseconds idle_timeout);
-
-/// The `tool_choice` both OpenAI APIs take; `named` is how the API spells a named function
-/// (`{"type":"function","function":{"name":…}}` for Chat, `{"type":"function","name":…}` for
-/// Responses).
-json openai_tool_choice(const ToolChoice& choice, const json& named);
 
 /// Throws `ProviderCapabilityError` (`unsupported_option`) for options `capabilities` rules
 /// out, and validates the tools (names, descriptions, schemas, duplicates) as define_tool does.

@@ -6,10 +6,6 @@ namespace ullm::testing {
 
 namespace {
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-    return text.substr(0, prefix.size()) == prefix;
-}
-
 /// Records the top-level "type" string of an object and stops parsing as soon as it has it.
 class TypeFieldReader : public nlohmann::json_sax<json> {
 public:
@@ -102,9 +98,9 @@ std::string frame_chunks_as_sse(std::string_view chunks_txt, ChunkFraming framin
 }
 
 bool looks_like_sse_wire(std::string_view text) {
-    if (starts_with(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
+    if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
     for (const std::string_view field : {"event:", "data:", "id:", "retry:", ":"}) {
-        if (starts_with(text, field)) return true;
+        if (text.starts_with(field)) return true;
     }
     return false;
 }

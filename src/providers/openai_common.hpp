@@ -1,0 +1,35 @@
+#pragma once
+
+// Internal to the two OpenAI adapters (Chat Completions and Responses): what both APIs share.
+
+#include <ullm/core/json.hpp>
+#include <ullm/http/http_types.hpp>
+#include <ullm/providers/chat.hpp>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace ullm::detail {
+
+/// Whether `model` is one of OpenAI's reasoning models (o1, o3, o4, gpt-5 but not
+/// gpt-5-chat): they refuse sampling options and can return encrypted reasoning.
+bool is_openai_reasoning_model(std::string_view model);
+
+/// `data:<media_type>;base64,<data>`, the inline form of an image or a file.
+std::string data_url(const std::string& media_type, const std::string& data);
+
+/// The HTTP request both OpenAI APIs take: a JSON POST to `url` with bearer authentication
+/// (when `api_key` is set), the organization and project headers, and `extra` headers.
+HttpRequest openai_http_request(std::string url, const json& body, bool stream,
+                                const std::string& api_key, const std::string& organization,
+                                const std::string& project, const HttpHeaders& extra,
+                                std::chrono::milliseconds connect_timeout,
+                                std::chrono::milliseconds idle_timeout);
+
+/// The `tool_choice` both OpenAI APIs take; `named` is how the API spells a named function
+/// (`{"type":"function","function":{"name":…}}` for Chat, `{"type":"function","name":…}` for
+/// Responses).
+json openai_tool_choice(const ToolChoice& choice, const json& named);
+
+}  // namespace ullm::detail
