@@ -862,7 +862,9 @@ json Conversation::serialise() const {
 void Conversation::append(std::vector<Message> messages) {
     // Checked as a stored message is, so that what is appended could also be restored.
     for (std::size_t index = 0; index < messages.size(); ++index) {
-        const std::string at = "/" + std::to_string(index);
+        // (Built by appending: g++ 12 -O2 warns falsely about "/" + std::string.)
+        std::string at = "/";
+        at += std::to_string(index);
         if (messages[index].role == Role::system) {
             throw InvalidMessageError(at + "/role",
                                       "the conversation adds its system prompt itself");

@@ -234,7 +234,7 @@ private:
                 out += R"(\B)";
                 return;
             case 's':
-                out += in_class_ ? space_members(false) : "[" + space_members(false) + "]";
+                out += in_class_ ? space_members(false) : fmt::format("[{}]", space_members(false));
                 return;
             case 'S':
                 out += in_class_ ? space_members(true) : "[^" + space_members(false) + "]";
@@ -293,8 +293,7 @@ private:
             return;
         }
         if (is_ascii_alnum(e)) {
-            fail(PatternProblem::malformed,
-                 "\\" + std::string(1, e) + " is not an ECMAScript escape");
+            fail(PatternProblem::malformed, fmt::format("\\{} is not an ECMAScript escape", e));
             return;
         }
         const auto byte = static_cast<unsigned char>(e);
@@ -362,7 +361,7 @@ private:
         const auto close = next_is("{") ? source_.find('}', at_) : std::string_view::npos;
         if (close == std::string_view::npos) {
             fail(PatternProblem::malformed,
-                 "\\" + std::string(1, letter) + " must be followed by {property}");
+                 fmt::format("\\{} must be followed by {{property}}", letter));
             return;
         }
         std::string_view name = source_.substr(at_ + 1, close - at_ - 1);
@@ -384,7 +383,7 @@ private:
                      " is not supported");
             return;
         }
-        result_.re2 += "\\" + std::string(1, letter) + "{" + std::string(name) + "}";
+        result_.re2 += fmt::format("\\{}{{{}}}", letter, name);
         at_ = close + 1;
     }
 
