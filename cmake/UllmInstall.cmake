@@ -19,17 +19,19 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/ullmConfigVersion.cmake"
 install(FILES "${PROJECT_BINARY_DIR}/ullmConfig.cmake" "${PROJECT_BINARY_DIR}/ullmConfigVersion.cmake"
   DESTINATION ${ULLM_CMAKE_DIR})
 
-# RE2 is private to ullm. A shared libullm lists it in Requires.private; a static one (the
-# default) needs it on every link line, and pkg-config adds Requires.private only with
-# --static, which would also demand the static libraries of libcurl's own dependencies. So a
-# static libullm lists it in Requires, as it does libcurl and SQLite.
+# Only nlohmann_json is seen by users (the public headers include it); fmt, libcurl, SQLite and
+# RE2 are private to ullm. A shared libullm lists them in Requires.private. A static one (the
+# default) needs them on every link line, and pkg-config adds Requires.private only with
+# --static, which would also demand the static libraries of libcurl's own dependencies (not
+# installed by Debian's -dev packages). So a static libullm lists them in Requires.
+set(ULLM_PC_PRIVATE_DEPS "fmt >= 9, libcurl, sqlite3, re2")
 get_target_property(ULLM_LIBRARY_TYPE ullm TYPE)
 if(ULLM_LIBRARY_TYPE STREQUAL "STATIC_LIBRARY")
-  set(ULLM_PC_REQUIRES ", re2")
+  set(ULLM_PC_REQUIRES ", ${ULLM_PC_PRIVATE_DEPS}")
   set(ULLM_PC_REQUIRES_PRIVATE "")
 else()
   set(ULLM_PC_REQUIRES "")
-  set(ULLM_PC_REQUIRES_PRIVATE "Requires.private: re2")
+  set(ULLM_PC_REQUIRES_PRIVATE "Requires.private: ${ULLM_PC_PRIVATE_DEPS}")
 endif()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/ullm.pc.in" "${PROJECT_BINARY_DIR}/ullm.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/ullm.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
