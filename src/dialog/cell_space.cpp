@@ -26,23 +26,22 @@ namespace {
 // makes go once nothing needs them.
 enum class Origin : unsigned char { caller, handler_result, pattern_argument, pattern_result };
 
+using SharedSchema = std::shared_ptr<const CompiledSchema>;
+
 struct Cell {
     CellKind kind = CellKind::data;
     json value;
-    std::shared_ptr<const json> schema;  ///< Shared by the run cells of one pattern.
+    /// Compiled once (patterns included); shared by the run cells of one pattern.
+    SharedSchema schema;
     std::shared_ptr<const CellHandler> handler;
+    SharedSchema input_schema;  ///< For a handler cell: its compiled `input_schema`.
     std::shared_ptr<const CellPattern> pattern;
     Origin origin = Origin::caller;
     /// For a pattern cell: the schemas its runs' cells get.
-    std::shared_ptr<const json> argument_schema;
-    std::shared_ptr<const json> result_schema;
+    SharedSchema argument_schema;
+    SharedSchema result_schema;
     std::uint64_t mark = 0;  ///< The last collection that found it in use.
 };
-
-std::shared_ptr<const json> shared_schema(std::optional<json> schema) {
-    if (!schema) return nullptr;
-    return std::make_shared<const json>(std::move(*schema));
-}
 
 // Collections run when the space has grown by this many cells or doubled since the last one,
 // whichever is more (and before it would pass `max_cells`).
@@ -285,24 +284,22 @@ json render(const json& value, std::size_t depth) {
 }
 
 // Throws `invalid_cell_value` unless `value` satisfies `schema`.
-void check_value(const json& schema, const json& value, const std::string& cell_id) {
+void check_value(const CompiledSchema& schema, const json& value, const std::string& cell_id) {
     try {
-        validate_value(schema, value);
+        schema.validate_value(value);
     } catch (const ToolArgumentError& error) {
         fail("invalid_cell_value",
              "The value at " + show({cell_id, error.path()}) + " " + error.reason() + ".");
     }
 }
 
-// Throws `invalid_cell_schema` unless `schema` is a supported schema (object root when
-// `object_root`).
-void check_schema(const json& schema, bool object_root) {
+// `schema` compiled, once; throws `invalid_cell_schema` unless it is a supported schema
+// (object root when `object_root`).
+SharedSchema compile_schema(json schema, bool object_root) {
     try {
-        if (object_root) {
-            validate_schema(schema);
-        } else {
-            validate_value_schema(schema);
-        }
+        return std::make_shared<const CompiledSchema>(
+            object_root ? CompiledSchema::parameters(std::move(schema))
+                        : CompiledSchema::value(std::move(schema)));
     } catch (const ToolDefinitionError& error) {
         fail("invalid_cell_schema", error.message());
     }
@@ -565,7 +562,7 @@ struct CellSpace::State {
         (void)locate(link, true, where);
         const Cell& holder = data_cell(where);
         if (!holder.schema) return std::nullopt;
-        const json& root = *holder.schema;
+        const json& root = holder.schema->schema();
         std::optional<json> narrowed = root;
         for (const auto& token : split_pointer(where)) {
             narrowed = narrow(root, *narrowed, token, 0);
@@ -705,24 +702,23 @@ CellSpace::~CellSpace() = default;
 CellLink CellSpace::create(json value, std::optional<json> schema, std::string id) {
     state_->refuse_pattern_writes();
     check_safe(value, "invalid_cell_value", "The cell value");
-    if (schema) {
-        check_schema(*schema, false);
-        check_value(*schema, value, id.empty() ? "<new cell>" : id);
-    }
+    SharedSchema compiled = schema ? compile_schema(std::move(*schema), false) : nullptr;
+    if (compiled) check_value(*compiled, value, id.empty() ? "<new cell>" : id);
     Cell cell;
     cell.value = std::move(value);
-    cell.schema = shared_schema(std::move(schema));
+    cell.schema = std::move(compiled);
     return state_->insert(std::move(cell), std::move(id));
 }
 
 CellLink CellSpace::add_handler(CellHandler handler, std::string id) {
     state_->refuse_pattern_writes();
     if (!handler.run) fail("invalid_cell_value", "a handler cell needs a `run` callable");
-    check_schema(handler.input_schema, true);
+    SharedSchema input_schema = compile_schema(handler.input_schema, true);
     for (const auto& bound : handler.writes) (void)kind(bound);
     Cell cell;
     cell.kind = CellKind::handler;
     cell.value = nullptr;
+    cell.input_schema = std::move(input_schema);
     cell.handler = std::make_shared<const CellHandler>(std::move(handler));
     return state_->insert(std::move(cell), std::move(id));
 }
@@ -730,13 +726,13 @@ CellLink CellSpace::add_handler(CellHandler handler, std::string id) {
 CellLink CellSpace::add_pattern(CellPattern pattern, std::string id) {
     state_->refuse_pattern_writes();
     if (!pattern.run) fail("invalid_cell_value", "a pattern cell needs a `run` callable");
-    check_schema(pattern.argument_schema, true);
-    check_schema(pattern.result_schema, false);
+    SharedSchema argument_schema = compile_schema(pattern.argument_schema, true);
+    SharedSchema result_schema = compile_schema(pattern.result_schema, false);
     Cell cell;
     cell.kind = CellKind::pattern;
     cell.value = nullptr;
-    cell.argument_schema = std::make_shared<const json>(pattern.argument_schema);
-    cell.result_schema = std::make_shared<const json>(pattern.result_schema);
+    cell.argument_schema = std::move(argument_schema);
+    cell.result_schema = std::move(result_schema);
     cell.pattern = std::make_shared<const CellPattern>(std::move(pattern));
     return state_->insert(std::move(cell), std::move(id));
 }
@@ -770,8 +766,8 @@ std::shared_ptr<const CellPattern> CellSpace::pattern(const CellLink& link) cons
 PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
                                   std::stop_token stop) {
     std::shared_ptr<const CellPattern> found;
-    std::shared_ptr<const json> argument_schema;
-    std::shared_ptr<const json> result_schema;
+    SharedSchema argument_schema;
+    SharedSchema result_schema;
     {
         const std::lock_guard lock(state_->mutex);
         const Cell& cell = state_->cell(link);
@@ -782,7 +778,7 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
     if (!found) {
         fail("not_a_pattern_cell", show({link.cell_id, {}}) + " is not a pattern cell.");
     }
-    validate_arguments(found->argument_schema, argument);
+    argument_schema->validate_arguments(argument);
     // The instance's own cells are not caller state: created even inside another pattern.
     // The run holds them from their creation on, so that no collection takes them first.
     PatternRun run;
@@ -805,7 +801,7 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
                                            ".");
     }
     try {
-        validate_value(found->result_schema, value);
+        result_schema->validate_value(value);
     } catch (const ToolArgumentError& error) {
         fail("invalid_pattern_result",
              "The pattern's result " +
@@ -823,7 +819,14 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
 
 HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGuard guard,
                                   HandlerContext context) {
-    const auto found = handler(link);
+    std::shared_ptr<const CellHandler> found;
+    SharedSchema input_schema;
+    {
+        const std::lock_guard lock(state_->mutex);
+        const Cell& cell = state_->cell(link);
+        found = cell.handler;
+        input_schema = cell.input_schema;
+    }
     if (!found) {
         fail("not_a_handler_cell", show({link.cell_id, {}}) + " is not a handler cell.");
     }
@@ -833,9 +836,9 @@ HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGua
     if (input.is_object() && input.contains("result") && !declares_result) {
         json rest = input;
         rest.erase("result");
-        validate_arguments(found->input_schema, rest);
+        input_schema->validate_arguments(rest);
     } else {
-        validate_arguments(found->input_schema, input);
+        input_schema->validate_arguments(input);
     }
     HandlerRun run;
     run.hold = CellHold(new_hold(state_));
