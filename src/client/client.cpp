@@ -671,7 +671,7 @@ ChatResponse send_with_retries(const Client::State& state, const HttpRequest& ht
 
 // Sends a routed, checked request, retrying what the retry policy allows.
 ChatResponse complete_routed(const Client::State& state, const Route& route,
-                             const ChatRequest& request, std::stop_token stop) {
+                             const ChatRequest& request, const std::stop_token& stop) {
     if (route.provider->offline()) {
         return checked(state, route, request, route.provider->respond(request, stop), true);
     }

@@ -533,8 +533,13 @@ private:
     void pull_round_event() {
         std::optional<StreamEvent> event = round_stream_->next();
         if (!event || event->type == StreamEvent::Type::done) {
-            ChatResponse response =
-                event && event->response ? std::move(*event->response) : *round_stream_->response();
+            // (A conditional of an rvalue and a const lvalue would copy the response.)
+            ChatResponse response;
+            if (event && event->response) {
+                response = std::move(*event->response);
+            } else {
+                response = *round_stream_->response();
+            }
             round_stream_.reset();
             finish_round(std::move(response));
             return;
@@ -639,7 +644,7 @@ private:
     // A failed turn commits nothing to the history (unless `on_interrupted_turn` keeps what it
     // has), but what it spent stays in the totals (and is persisted when possible) so that
     // budgets count it.
-    void fail(std::exception_ptr error) noexcept {
+    void fail(const std::exception_ptr& error) noexcept {
         failure_ = error;
         phase_ = Phase::finished;
         pending_.clear();
@@ -681,6 +686,7 @@ private:
             kept.back().role == Role::assistant && !calls.empty()) {
             // Calls the failure left unrun (a round over max_tool_rounds, say).
             std::vector<ToolResultPart> results;
+            results.reserve(calls.size());
             for (const auto& call : calls) {
                 results.push_back({call.id, call.name,
                                    interrupted.code == "cancelled"

@@ -179,7 +179,8 @@ Clock::time_point parse_timestamp(const json& root, const char* name) {
 
     const std::int64_t seconds =
         static_cast<std::int64_t>(chrono::sys_days{date}.time_since_epoch().count()) * 86'400 +
-        hour * 3'600 + minute * 60 + second - offset_minutes * 60;
+        std::int64_t{hour} * 3'600 + std::int64_t{minute} * 60 + second -
+        std::int64_t{offset_minutes} * 60;
     // Keep a second of headroom on each side for the fraction.
     const auto limit = chrono::duration_cast<chrono::seconds>(Clock::duration::max()).count();
     if (seconds >= limit || seconds <= -limit) {

@@ -122,7 +122,7 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
 ToolRound run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
                          const std::shared_ptr<TurnQueue>& queue,
                          const std::vector<ToolCallPart>& calls, const ToolRoundSettings& settings,
-                         std::stop_token turn_stop) {
+                         const std::stop_token& turn_stop) {
     // At most `window` calls run at once; each gets its deadline when it starts. Calls start in
     // call order, a later one as an earlier one is done.
     const std::size_t window =

@@ -47,6 +47,6 @@ struct ToolRound {
 ToolRound run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
                          const std::shared_ptr<TurnQueue>& queue,
                          const std::vector<ToolCallPart>& calls, const ToolRoundSettings& settings,
-                         std::stop_token turn_stop);
+                         const std::stop_token& turn_stop);
 
 }  // namespace ullm::detail
