@@ -1,0 +1,563 @@
+// One conversation turn: the pull-driven state machine behind `Conversation::send` and
+// `Conversation::send_stream`.
+
+#include <ullm/conversation/conversation.hpp>
+
+#include <ullm/core/error.hpp>
+#include <ullm/providers/provider_errors.hpp>
+
+#include "conversation_state.hpp"
+#include "tool_runner.hpp"
+#include "tool_sequence.hpp"
+
+#include <deque>
+#include <exception>
+#include <mutex>
+
+namespace ullm {
+
+namespace {
+
+// Gives each kept message of `trimmed` back the replay state of the original it equals, in
+// order; summaries and changed messages get none.
+void restore_replay(std::vector<Message>& trimmed, const std::vector<Message>& originals,
+                    const std::vector<Message>& visible) {
+    std::size_t from = 0;
+    for (auto& message : trimmed) {
+        for (std::size_t i = from; i < visible.size(); ++i) {
+            if (visible[i] == message) {
+                message.replay = originals[i].replay;
+                from = i + 1;
+                break;
+            }
+        }
+    }
+}
+
+}  // namespace
+
+namespace detail {
+
+// One turn, as a pull-driven state machine shared by `send` (which drains it) and
+// `send_stream` (which hands its events to the consumer).
+class TurnRunner {
+public:
+    TurnRunner(std::shared_ptr<Conversation::State> state, Message user, SendOptions options,
+               bool streaming)
+        : state_(std::move(state)),
+          user_(std::move(user)),
+          options_(std::move(options)),
+          streaming_(streaming),
+          on_caller_stop_(options_.stop, [this] { stop_.request_stop(); }) {
+        check_send_options(options_);
+        if (user_.role != Role::user) {
+            throw InvalidMessageError("/role", "a turn starts with a user message");
+        }
+        // The same checks a stored message passes, so a turn never commits what a restore
+        // would refuse.
+        user_ = parse_message(message_to_json(user_));
+    }
+
+    TurnRunner(const TurnRunner&) = delete;
+    TurnRunner& operator=(const TurnRunner&) = delete;
+
+    ~TurnRunner() {
+        stop_.request_stop();
+        // An abandoned turn is a cancelled one: its spend is counted, its slot freed.
+        if (phase_ != Phase::finished) fail(nullptr);
+    }
+
+    // Stops the turn. When no `next()` is running, the turn ends here (slot freed, spend
+    // counted); otherwise the running `next()` throws `CancelledError` and ends it.
+    void cancel() noexcept {
+        stop_.request_stop();
+        std::lock_guard lock(control_);
+        if (!in_next_ && phase_ != Phase::finished) {
+            fail(std::make_exception_ptr(CancelledError("the turn was cancelled")));
+        }
+    }
+
+    std::optional<StreamEvent> next() {
+        {
+            std::lock_guard lock(control_);
+            if (failure_) std::rethrow_exception(failure_);
+            in_next_ = true;
+        }
+        const auto done = [this] {
+            std::lock_guard lock(control_);
+            in_next_ = false;
+        };
+        try {
+            auto event = advance();
+            done();
+            return event;
+        } catch (...) {
+            fail(std::current_exception());
+            done();
+            throw;
+        }
+    }
+
+    [[nodiscard]] const std::optional<ConversationReply>& reply() const noexcept { return reply_; }
+
+private:
+    enum class Phase { waiting, round_start, streaming, finished };
+
+    std::optional<StreamEvent> advance() {
+        for (;;) {
+            if (!pending_.empty()) {
+                StreamEvent event = std::move(pending_.front());
+                pending_.pop_front();
+                return event;
+            }
+            if (phase_ == Phase::finished) return std::nullopt;
+            if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
+            switch (phase_) {
+                case Phase::waiting:
+                    begin();
+                    break;
+                case Phase::round_start:
+                    start_round();
+                    break;
+                case Phase::streaming:
+                    pull_round_event();
+                    break;
+                case Phase::finished:
+                    break;
+            }
+        }
+    }
+
+    void begin() {
+        state_->queue->acquire(stop_.get_token(), options_.wait_for_tools);
+        holds_slot_ = true;
+        {
+            std::lock_guard lock(state_->mutex);
+            base_history_ = state_->history;
+            persisted_spend_ = state_->totals.cost_usd;
+        }
+        turn_messages_.push_back(user_);
+        phase_ = Phase::round_start;
+    }
+
+    [[nodiscard]] const ConversationOptions& conversation() const { return state_->options; }
+
+    ChatRequest build_request() {
+        const auto& options = conversation();
+        ChatRequest request;
+        request.model = state_->model_spec;
+        request.system = options.system;
+        if (options.system_context) {
+            const std::string context = options.system_context();
+            if (!context.empty()) {
+                request.system += (request.system.empty() ? "" : "\n\n") + context;
+            }
+        }
+        std::vector<Message> messages = base_history_;
+        messages.insert(messages.end(), turn_messages_.begin(), turn_messages_.end());
+        if (options.context_manager) {
+            // The manager sees copies without replay state (it may hand them to another
+            // model); what it does to them is discarded.
+            const std::vector<Message> visible = without_replay(messages);
+            if (options.context_manager->should_trim(visible)) {
+                const std::size_t before = messages.size();
+                std::vector<Message> trimmed = options.context_manager->trim(visible);
+                validate_context(trimmed, before);
+                if (options.on_compaction) {
+                    options.on_compaction(CompactionEvent{before, trimmed.size(), trimmed});
+                }
+                restore_replay(trimmed, messages, visible);
+                messages = std::move(trimmed);
+            }
+        }
+        request.messages = std::move(messages);
+        for (const auto& tool : options.tools) request.tools.push_back(tool.declaration());
+        request.tool_choice = options.tool_choice;
+        if (model_rounds_ > 0 && !options.keep_tool_choice && request.tool_choice &&
+            (request.tool_choice->mode == ToolChoice::Mode::required ||
+             request.tool_choice->mode == ToolChoice::Mode::tool)) {
+            request.tool_choice = ToolChoice::automatic();
+        }
+        request.max_tokens = options_.max_tokens ? options_.max_tokens : options.max_tokens;
+        request.temperature = options.temperature;
+        request.response_format = options.response_format;
+        request.provider_options = options.provider_options;
+        return request;
+    }
+
+    // The budget guard before a model round. Returns false when the round is skipped.
+    bool admit(const ChatRequest& request) {
+        const auto& options = conversation();
+        const auto& conversation_cap = options.budget_usd;
+        const auto& turn_cap = options_.budget_usd;
+        if (!conversation_cap && !turn_cap) return true;
+        // Without a price no budget can be enforced: unknown_model_pricing.
+        const CostEstimate estimate = state_->client.estimate(request);
+        std::string scope;
+        double cap = 0;
+        double remaining = std::numeric_limits<double>::infinity();
+        if (conversation_cap) {
+            remaining = *conversation_cap - persisted_spend_ - turn_totals_.cost_usd;
+            scope = "conversation";
+            cap = *conversation_cap;
+        }
+        if (turn_cap && *turn_cap - turn_totals_.cost_usd < remaining) {
+            remaining = *turn_cap - turn_totals_.cost_usd;
+            scope = "turn";
+            cap = *turn_cap;
+        }
+        if (estimate.max_cost_usd <= remaining) return true;
+        const double left = std::max(0.0, remaining);
+        const std::string message =
+            "the next request to " + std::string(state_->route.provider->name()) + "/" +
+            state_->route.model + " could cost up to " + detail::format_usd(estimate.max_cost_usd) +
+            ", but only " + detail::format_usd(left) + " of the " + scope + " budget of " +
+            detail::format_usd(cap) + " remains";
+        switch (options_.budget_action.value_or(options.budget_action)) {
+            case BudgetAction::throw_error:
+                throw BudgetExceededError(message, left, estimate.max_cost_usd);
+            case BudgetAction::warn:
+                if (!warned_ && options.on_budget_warning) {
+                    warned_ = true;
+                    try {
+                        options.on_budget_warning(BudgetWarning{
+                            scope, cap, left, estimate.max_cost_usd, state_->route.model,
+                            std::string(state_->route.provider->name()), message});
+                    } catch (...) {
+                        // A warning callback cannot stop the turn.
+                    }
+                }
+                warned_ = true;
+                return true;
+            case BudgetAction::skip:
+                skip(message);
+                return false;
+        }
+        return true;
+    }
+
+    void skip(const std::string& message) {
+        ChatResponse synthetic = detail::budget_skipped_response(
+            message, state_->route.model, std::string(state_->route.provider->name()));
+        if (streaming_) {
+            StreamEvent usage;
+            usage.type = StreamEvent::Type::usage_update;
+            usage.usage = synthetic.usage;
+            pending_.push_back(std::move(usage));
+        }
+        commit(std::move(synthetic), true);
+    }
+
+    void start_round() {
+        ChatRequest request = build_request();
+        if (!admit(request)) return;
+        ++model_rounds_;
+        // A round counts once its request is under way, even if it never answers.
+        turn_totals_ += ConversationTotals{.rounds = 1};
+        if (streaming_) {
+            round_stream_.emplace(state_->client.stream(std::move(request), stop_.get_token()));
+            phase_ = Phase::streaming;
+        } else {
+            finish_round(settled(state_->client.complete(std::move(request), stop_.get_token())));
+        }
+    }
+
+    // The finished reply of a round: a background reply is waited for; a cancelled one fails
+    // the round. (A background stream ends with its finished response, or throws.)
+    ChatResponse settled(ChatResponse response) {
+        switch (response.status) {
+            case ResponseStatus::finished:
+                return response;
+            case ResponseStatus::cancelled:
+                throw_cancelled_response(response.response_id,
+                                         {std::string(state_->route.provider->name()),
+                                          state_->route.model, response.request_id});
+            case ResponseStatus::queued:
+            case ResponseStatus::in_progress:
+                break;
+        }
+        return state_->client.wait_response(state_->model_spec, response.response_id,
+                                            conversation().background_poll, stop_.get_token());
+    }
+
+    void pull_round_event() {
+        std::optional<StreamEvent> event = round_stream_->next();
+        if (!event || event->type == StreamEvent::Type::done) {
+            // (A conditional of an rvalue and a const lvalue would copy the response.)
+            ChatResponse response;
+            if (event && event->response) {
+                response = std::move(*event->response);
+            } else {
+                response = *round_stream_->response();
+            }
+            round_stream_.reset();
+            finish_round(std::move(response));
+            return;
+        }
+        pending_.push_back(std::move(*event));
+    }
+
+    void finish_round(ChatResponse response) {
+        turn_usage_ += response.usage;
+        turn_totals_.add_tokens(response.usage);
+        // A reply that lands after a cancel belongs to no turn: it is counted, never stored.
+        if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
+        response.message.role = Role::assistant;
+        const std::vector<ToolCallPart> calls = response.message.tool_calls();
+        if (calls.empty() && response.text.empty() && !conversation().empty_reply_text.empty()) {
+            response.text = conversation().empty_reply_text;
+            response.message.parts.emplace_back(TextPart{response.text});
+        }
+        turn_messages_.push_back(response.message);
+        if (calls.empty()) {
+            commit(std::move(response), false);
+            return;
+        }
+        if (tool_rounds_ >= conversation().max_tool_rounds) {
+            throw MaxToolRoundsError(conversation().max_tool_rounds);
+        }
+        ++tool_rounds_;
+        if (streaming_) {
+            // The round's own `done` stays inside the turn; its usage is reported.
+            StreamEvent usage;
+            usage.type = StreamEvent::Type::usage_update;
+            usage.usage = response.usage;
+            pending_.push_back(std::move(usage));
+        }
+        const detail::ToolRoundSettings settings{
+            .timeout = conversation().tool_execution_timeout,
+            .validation = conversation().tool_validation,
+            .sequential = conversation().sequential_tool_calls,
+            .max_parallel = conversation().max_parallel_tool_calls,
+            .session_id = conversation().session_id,
+            .tenant = conversation().tenant,
+            .model = state_->route.model,
+            .provider = std::string(state_->route.provider->name()),
+            .turn_tag = options_.turn_tag,
+            .unknown_tool_text = conversation().unknown_tool_text};
+        detail::ToolRound round = detail::run_tool_round(state_->registry, state_->queue, calls,
+                                                         settings, stop_.get_token());
+        if (round.cancelled) {
+            // Every call is answered, so a kept interrupted turn leaves none dangling.
+            unrun_calls_ += round.cancelled_calls;
+            push_results(turn_messages_, std::move(round.results));
+            throw CancelledError("the turn was cancelled while its tools ran");
+        }
+        for (const auto& result : round.results) {
+            StreamEvent event;
+            event.type = StreamEvent::Type::tool_call_result;
+            event.tool_call_id = result.tool_call_id;
+            event.tool_name = result.name;
+            event.tool_result = result;
+            pending_.push_back(std::move(event));
+        }
+        push_results(turn_messages_, std::move(round.results));
+        if (round.end_turn) {
+            commit(std::move(response), false);
+            return;
+        }
+        phase_ = Phase::round_start;
+    }
+
+    // Appends a round's results to `messages`: one tool message, or one per call.
+    void push_results(std::vector<Message>& messages, std::vector<ToolResultPart> results) const {
+        if (!conversation().tool_message_per_call) {
+            messages.push_back(Message::tool_results(std::move(results)));
+            return;
+        }
+        for (auto& result : results) messages.push_back(Message::tool_results({std::move(result)}));
+    }
+
+    void commit(ChatResponse final_response, bool skipped) {
+        // Everything that can fail is done before the write, so that a committed turn never
+        // reports a failure.
+        ConversationReply reply;
+        static_cast<ChatResponse&>(reply) = std::move(final_response);
+        reply.turn_usage = turn_usage_;
+        reply.model_rounds = model_rounds_;
+        reply.tool_rounds = tool_rounds_;
+        reply.budget_skipped = skipped;
+        reply.messages = without_replay(turn_messages_);
+        reply.message.replay.reset();
+        StreamEvent done;
+        done.type = StreamEvent::Type::done;
+        done.usage = reply.usage;
+        done.response = static_cast<const ChatResponse&>(reply);
+
+        store_turn(turn_messages_);
+        pending_.push_back(std::move(done));
+        reply_ = std::move(reply);
+        phase_ = Phase::finished;
+        release_slot();
+    }
+
+    // A failed turn commits nothing to the history (unless `on_interrupted_turn` keeps what it
+    // has), but what it spent stays in the totals (and is persisted when possible) so that
+    // budgets count it.
+    void fail(const std::exception_ptr& error) noexcept {
+        failure_ = error;
+        phase_ = Phase::finished;
+        pending_.clear();
+        round_stream_.reset();
+        if (holds_slot_ && !totals_committed_ && conversation().on_interrupted_turn) {
+            try {
+                keep_interrupted(error);
+            } catch (...) {
+                // Kept messages that cannot be stored are dropped; the totals still count.
+            }
+        }
+        if (holds_slot_ && !totals_committed_ && turn_totals_.rounds > 0) {
+            totals_committed_ = true;
+            state_->add_spend(turn_totals_);
+        }
+        release_slot();
+    }
+
+    // Commits the user message and the finished rounds of an interrupted turn, every call
+    // answered, then the message `on_interrupted_turn` returns.
+    void keep_interrupted(const std::exception_ptr& error) {
+        InterruptedTurn interrupted{"cancelled", "the turn was abandoned", unrun_calls_};
+        if (error) {
+            try {
+                std::rethrow_exception(error);
+            } catch (const SessionStoreConflictError&) {
+                return;  // The stored session moved on; this turn's base is stale.
+            } catch (const Error& failure) {
+                interrupted.code = failure.code();
+                interrupted.message = failure.message();
+            } catch (const std::exception& failure) {
+                interrupted.code = "turn_failed";
+                interrupted.message = failure.what();
+            }
+        }
+        std::vector<Message> kept = turn_messages_;
+        if (kept.empty()) return;
+        if (const auto calls = kept.back().tool_calls();
+            kept.back().role == Role::assistant && !calls.empty()) {
+            // Calls the failure left unrun (a round over max_tool_rounds, say).
+            std::vector<ToolResultPart> results;
+            results.reserve(calls.size());
+            for (const auto& call : calls) {
+                results.push_back({call.id, call.name,
+                                   interrupted.code == "cancelled"
+                                       ? std::string(detail::tool_call_cancelled_text)
+                                       : "Tool call not run: " + interrupted.message,
+                                   true});
+            }
+            interrupted.unrun_calls += calls.size();
+            push_results(kept, std::move(results));
+        }
+        // The callback runs under the busy guard, as a tool does: a turn it starts on this
+        // conversation (from whatever thread called cancel) is refused, not deadlocked.
+        std::optional<Message> extra;
+        state_->queue->tool_started();
+        try {
+            extra = conversation().on_interrupted_turn(interrupted);
+        } catch (...) {
+            state_->queue->tool_finished();
+            throw;
+        }
+        state_->queue->tool_finished();
+        if (extra) {
+            if (extra->role == Role::system || extra->role == Role::tool) {
+                throw InvalidMessageError("/role",
+                                          "an interrupted turn's message must be a "
+                                          "user or assistant message");
+            }
+            kept.push_back(parse_message(message_to_json(*extra)));
+        }
+        store_turn(kept);
+    }
+
+    // Persists the history with `messages` appended and the turn's spend added, then makes
+    // that the conversation's state.
+    void store_turn(const std::vector<Message>& messages) {
+        std::vector<Message> history = base_history_;
+        history.insert(history.end(), messages.begin(), messages.end());
+        ConversationTotals totals;
+        {
+            std::lock_guard lock(state_->mutex);
+            totals = state_->totals;
+        }
+        totals += turn_totals_;
+        state_->commit(std::move(history), totals);
+        totals_committed_ = true;
+    }
+
+    void release_slot() noexcept {
+        if (holds_slot_) {
+            holds_slot_ = false;
+            state_->queue->release();
+        }
+    }
+
+    std::shared_ptr<Conversation::State> state_;
+    Message user_;
+    SendOptions options_;
+    bool streaming_;
+    std::stop_source stop_;
+    std::stop_callback<std::function<void()>> on_caller_stop_;
+
+    Phase phase_ = Phase::waiting;
+    bool holds_slot_ = false;
+    std::vector<Message> base_history_;
+    std::vector<Message> turn_messages_;
+    double persisted_spend_ = 0;
+    Usage turn_usage_;
+    ConversationTotals turn_totals_;
+    bool totals_committed_ = false;
+    int model_rounds_ = 0;
+    int tool_rounds_ = 0;
+    std::size_t unrun_calls_ = 0;  ///< Calls a cancel answered `Tool call cancelled`.
+    bool warned_ = false;
+    std::optional<ChatStream> round_stream_;
+    std::deque<StreamEvent> pending_;
+    std::optional<ConversationReply> reply_;
+    std::exception_ptr failure_;
+    std::mutex control_;  ///< Orders `cancel()` from another thread against `next()`.
+    bool in_next_ = false;
+};
+
+}  // namespace detail
+
+ConversationStream::ConversationStream(std::unique_ptr<detail::TurnRunner> runner)
+    : runner_(std::move(runner)) {}
+ConversationStream::ConversationStream(ConversationStream&&) noexcept = default;
+ConversationStream& ConversationStream::operator=(ConversationStream&&) noexcept = default;
+ConversationStream::~ConversationStream() = default;
+
+std::optional<StreamEvent> ConversationStream::next() {
+    if (!runner_) return std::nullopt;  // Moved from.
+    return runner_->next();
+}
+
+void ConversationStream::cancel() noexcept {
+    if (runner_) runner_->cancel();
+}
+
+const std::optional<ConversationReply>& ConversationStream::reply() const noexcept {
+    static const std::optional<ConversationReply> none;
+    return runner_ ? runner_->reply() : none;
+}
+
+ConversationReply Conversation::send(std::string text, SendOptions options) {
+    return send(Message::user(std::move(text)), std::move(options));
+}
+
+ConversationReply Conversation::send(Message user_message, SendOptions options) {
+    detail::TurnRunner runner(state_, std::move(user_message), std::move(options), false);
+    while (runner.next()) {
+    }
+    return *runner.reply();
+}
+
+ConversationStream Conversation::send_stream(std::string text, SendOptions options) {
+    return send_stream(Message::user(std::move(text)), std::move(options));
+}
+
+ConversationStream Conversation::send_stream(Message user_message, SendOptions options) {
+    return ConversationStream(std::make_unique<detail::TurnRunner>(state_, std::move(user_message),
+                                                                   std::move(options), true));
+}
+
+}  // namespace ullm
