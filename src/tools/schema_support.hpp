@@ -1,0 +1,67 @@
+#pragma once
+
+// Internal to the strict validator: what the schema checker and the argument checker share
+// (JSON pointers, messages, number comparisons, local references, compiled patterns).
+
+#include <ullm/core/json.hpp>
+
+#include <re2/re2.h>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ullm::detail::validation {
+
+/// Compiled patterns by their source text; a pattern that appears twice is compiled once.
+using PatternMap = std::map<std::string, std::shared_ptr<const re2::RE2>, std::less<>>;
+
+/// The largest integer a double holds exactly (2^53).
+inline constexpr double max_safe_integer = 9007199254740992.0;
+
+/// `path` with `token` appended as a JSON pointer token (`~` and `/` escaped).
+std::string pointer_append(const std::string& path, std::string_view token);
+/// `path` with an array index appended.
+std::string pointer_append(const std::string& path, std::size_t index);
+
+/// The number of code points in UTF-8 `text`.
+std::size_t code_points(std::string_view text);
+
+/// A short, always-serialisable rendering of `value` for messages.
+std::string render(const json& value, std::size_t limit = 60);
+
+/// `text` as a JSON string for messages.
+std::string quote(std::string_view text);
+
+/// `__proto__`, `constructor` or `prototype`: keys strict mode refuses.
+bool prototype_sensitive(std::string_view key);
+
+/// An integer ≥ 0, also as a float with no fraction (up to 2^53).
+bool is_non_negative_integer(const json& value);
+
+/// Three-way numeric comparison, exact for integers of either signedness.
+int compare_numbers(const json& a, const json& b);
+
+/// An integer, also as a float with no fraction (up to 2^53 in magnitude).
+bool is_integer_value(const json& value);
+
+/// Whether `value` is a multiple of `divisor` (a non-positive divisor constrains nothing).
+bool is_multiple_of(const json& value, const json& divisor);
+
+/// The target of a local reference: "" for the root, otherwise "<container>/<name>".
+struct RefTarget {
+    std::string container;  ///< "", "$defs" or "definitions"
+    std::string name;
+};
+
+/// The target of `#`, `#/$defs/<name>` or `#/definitions/<name>`; nullopt for anything else.
+std::optional<RefTarget> parse_ref(std::string_view ref);
+
+/// The schema a reference points at, or null when it does not resolve.
+const json* resolve(const json& root, const RefTarget& target);
+
+}  // namespace ullm::detail::validation
