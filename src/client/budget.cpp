@@ -43,6 +43,26 @@ std::string format_usd(double value) {
     return text;
 }
 
+bool admit_over_budget(const BudgetWarning& over, BudgetAction action,
+                       const std::function<void(const BudgetWarning&)>& on_warning) {
+    switch (action) {
+        case BudgetAction::throw_error:
+            throw BudgetExceededError(over.message, over.remaining_usd, over.estimated_usd);
+        case BudgetAction::warn:
+            if (on_warning) {
+                try {
+                    on_warning(over);
+                } catch (...) {
+                    // A warning callback cannot stop the request.
+                }
+            }
+            return true;
+        case BudgetAction::skip:
+            break;
+    }
+    return false;
+}
+
 ChatResponse budget_skipped_response(const std::string& message, std::string model,
                                      std::string provider) {
     ChatResponse response;

@@ -761,23 +761,14 @@ std::optional<ChatResponse> within_budget(const Client::State& state, const Chat
     const std::string message = "the request to " + provider + "/" + route.model +
                                 " could cost up to " + detail::format_usd(estimate.max_cost_usd) +
                                 ", more than its budget of " + detail::format_usd(budget.usd);
-    switch (budget.action) {
-        case BudgetAction::throw_error:
-            throw BudgetExceededError(message, budget.usd, estimate.max_cost_usd);
-        case BudgetAction::warn:
-            if (budget.on_warning) {
-                try {
-                    budget.on_warning(BudgetWarning{"request", budget.usd, budget.usd,
-                                                    estimate.max_cost_usd, route.model, provider,
-                                                    message});
-                } catch (...) {
-                    // A warning callback cannot stop the request.
-                }
-            }
-            return std::nullopt;
-        case BudgetAction::skip:
-            break;
-    }
+    const BudgetWarning over{.scope = "request",
+                             .budget_usd = budget.usd,
+                             .remaining_usd = budget.usd,
+                             .estimated_usd = estimate.max_cost_usd,
+                             .model = route.model,
+                             .provider = provider,
+                             .message = message};
+    if (detail::admit_over_budget(over, budget.action, budget.on_warning)) return std::nullopt;
     return detail::budget_skipped_response(message, route.model, provider);
 }
 

@@ -213,27 +213,25 @@ private:
             state_->route.model + " could cost up to " + detail::format_usd(estimate.max_cost_usd) +
             ", but only " + detail::format_usd(left) + " of the " + scope + " budget of " +
             detail::format_usd(cap) + " remains";
-        switch (options_.budget_action.value_or(options.budget_action)) {
-            case BudgetAction::throw_error:
-                throw BudgetExceededError(message, left, estimate.max_cost_usd);
-            case BudgetAction::warn:
-                if (!warned_ && options.on_budget_warning) {
-                    warned_ = true;
-                    try {
-                        options.on_budget_warning(BudgetWarning{
-                            scope, cap, left, estimate.max_cost_usd, state_->route.model,
-                            std::string(state_->route.provider->name()), message});
-                    } catch (...) {
-                        // A warning callback cannot stop the turn.
-                    }
-                }
-                warned_ = true;
-                return true;
-            case BudgetAction::skip:
-                skip(message);
-                return false;
+        const BudgetWarning over{.scope = scope,
+                                 .budget_usd = cap,
+                                 .remaining_usd = left,
+                                 .estimated_usd = estimate.max_cost_usd,
+                                 .model = state_->route.model,
+                                 .provider = std::string(state_->route.provider->name()),
+                                 .message = message};
+        const BudgetAction action = options_.budget_action.value_or(options.budget_action);
+        // The callback hears of the first warning of a turn only.
+        const bool first_warning = !warned_;
+        if (action == BudgetAction::warn) warned_ = true;
+        if (detail::admit_over_budget(over, action,
+                                      first_warning
+                                          ? options.on_budget_warning
+                                          : std::function<void(const BudgetWarning&)>{})) {
+            return true;
         }
-        return true;
+        skip(message);
+        return false;
     }
 
     void skip(const std::string& message) {

@@ -58,6 +58,13 @@ void check_budget_action(BudgetAction action);
 /// `value` as "$0.000123" (six decimals).
 [[nodiscard]] std::string format_usd(double value);
 
+/// What a request that could cost more than a cap allows does, by `action`: `throw_error`
+/// throws `BudgetExceededError` (with `over.message` and figures); `warn` calls `on_warning`
+/// when set (exceptions it throws are ignored) and returns true (send); `skip` returns false
+/// (send nothing). One rule for direct calls and conversations.
+[[nodiscard]] bool admit_over_budget(const BudgetWarning& over, BudgetAction action,
+                                     const std::function<void(const BudgetWarning&)>& on_warning);
+
 /// The reply of a skipped request: text `Budget exceeded: <message>.`, finish reason `error`
 /// (`budget_exceeded`), zero usage and cost.
 [[nodiscard]] ChatResponse budget_skipped_response(const std::string& message, std::string model,
