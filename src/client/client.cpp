@@ -230,6 +230,11 @@ public:
                     retry_wait_ = *delay;
                     continue;
                 }
+                const bool visible = decoder_ != nullptr && decoder_->produced_visible_event();
+                const auto delay = visible || route_.provider->offline()
+                                       ? std::nullopt
+                                       : retry_delay(client_->retry, error, attempt_);
+                if (!delay) throw;
                 if (started_in_background()) {
                     detail::ErrorEditor::set_message(
                         error, error.message() +
@@ -238,11 +243,6 @@ public:
                                    "not yet sent, a new request would start a second response)");
                     throw;
                 }
-                const bool visible = decoder_ != nullptr && decoder_->produced_visible_event();
-                const auto delay = visible || route_.provider->offline()
-                                       ? std::nullopt
-                                       : retry_delay(client_->retry, error, attempt_);
-                if (!delay) throw;
                 reset_attempt();
                 StreamEvent retry;
                 retry.type = StreamEvent::Type::retry;
