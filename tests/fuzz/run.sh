@@ -8,7 +8,8 @@
 #   -n RUNS        executions per target (default: unlimited); -n alone drops the time limit
 #   -c CORPUS_DIR  keep each target's corpus in CORPUS_DIR/TARGET (default: a temporary
 #                  directory, removed afterwards)
-#   -a ARTIFACT_DIR  where crashing inputs go (default: BUILD_DIR/fuzz-artifacts)
+#   -a ARTIFACT_DIR  where crashing inputs and each target's log go (default:
+#                  BUILD_DIR/fuzz-artifacts)
 #   TARGET         sse_parser, ndjson_splitter, ..., cli_decode (default: all)
 #
 # ULLM_FUZZ_FLAGS adds libFuzzer flags (e.g. "-max_len=65536 -fork=2"); ASAN_OPTIONS and
@@ -36,7 +37,7 @@ time_given=""
 corpus_root=""
 artifacts=""
 usage() {
-    sed -n '5,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,17p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 64
 }
 while getopts t:n:c:a:h option; do
@@ -283,7 +284,7 @@ for target in $targets; do
     [ -n "${ULLM_FUZZ_FLAGS:-}" ] && set -- "$@" ${ULLM_FUZZ_FLAGS}
     dict="$here/dicts/$(dictionary "$target").dict"
     [ -f "$dict" ] && set -- "$@" -dict="$dict"
-    log="$work/$target.log"
+    log="$artifacts/$target.log"
     limit="${seconds}s"
     [ "$seconds" -gt 0 ] || limit="no time limit"
     echo "== $target: fuzzing ($limit${runs:+, $runs runs}, $(find "$corpus" -type f | wc -l | tr -d ' ') inputs in the corpus)"
@@ -293,6 +294,11 @@ for target in $targets; do
     elapsed=$(($(date +%s) - started))
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    if [ -z "$executions" ]; then
+        # -fork mode reports "#N: cov: ... exec/s: S ..." lines instead of final stats.
+        executions=$(sed -n 's/^#\([0-9][0-9]*\): cov:.*/\1/p' "$log" | tail -1)
+        speed=$(sed -n 's/^#[0-9][0-9]*: cov:.* exec\/s: *\([0-9][0-9]*\).*/\1/p' "$log" | tail -1)
+    fi
     line="$target: ${executions:-?} executions in ${elapsed}s, ${speed:-?} exec/s, corpus $(find "$corpus" -type f | wc -l | tr -d ' ')"
     if [ "$status" -ne 0 ]; then
         echo "   FINDING (exit $status): $line"
