@@ -295,9 +295,9 @@ for target in $targets; do
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     if [ -z "$executions" ]; then
-        # -fork mode reports "#N: cov: ... exec/s: S ..." lines instead of final stats.
+        # -fork mode reports "#N: cov: ..." progress lines instead of final stats.
         executions=$(sed -n 's/^#\([0-9][0-9]*\): cov:.*/\1/p' "$log" | tail -1)
-        speed=$(sed -n 's/^#[0-9][0-9]*: cov:.* exec\/s: *\([0-9][0-9]*\).*/\1/p' "$log" | tail -1)
+        [ -n "$executions" ] && [ "$elapsed" -gt 0 ] && speed=$((executions / elapsed))
     fi
     line="$target: ${executions:-?} executions in ${elapsed}s, ${speed:-?} exec/s, corpus $(find "$corpus" -type f | wc -l | tr -d ' ')"
     if [ "$status" -ne 0 ]; then
