@@ -5,6 +5,7 @@
 #include <ullm/http/sse_parser.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -819,7 +820,11 @@ private:
         if (call.started) return;
         call.started = true;
         reasoning_open_ = false;
-        started_ids_.insert(call.id);
+        // Two calls under one id could be neither answered nor restored.
+        if (!started_ids_.insert(call.id).second) {
+            throw_invalid_response("two function calls share the call id \"" + call.id + "\"",
+                                   origin());
+        }
         StreamEvent event;
         event.type = StreamEvent::Type::tool_call_start;
         event.tool_call_id = call.id;
@@ -848,7 +853,7 @@ private:
     void end(PendingCall& call, ToolCallPart part, std::vector<StreamEvent>& out) {
         if (call.ended) return;
         call.ended = true;
-        ended_ids_.insert(part.id);
+        ended_calls_.emplace(part.id, part.name);
         StreamEvent event;
         event.type = StreamEvent::Type::tool_call_end;
         event.tool_call_id = part.id;
@@ -874,9 +879,22 @@ private:
         ChatResponse final_response = interpret(terminal, *output, context_, status, response_id_);
         if (final_response.model.empty()) final_response.model = response_model_;
 
+        // The calls already ended went to the caller as they were: a terminal response that
+        // drops or renames one contradicts the stream.
+        const auto& calls = final_response.tool_calls;
+        for (const auto& ended : ended_calls_) {
+            if (std::none_of(calls.begin(), calls.end(), [&](const ToolCallPart& call) {
+                    return call.id == ended.first && call.name == ended.second;
+                })) {
+                throw_invalid_response("the terminal response does not hold tool call \"" +
+                                           ended.first + "\" (" + ended.second +
+                                           "), which the stream ended",
+                                       origin());
+            }
+        }
         // Every final tool call has had its start and end events.
-        for (const auto& call : final_response.tool_calls) {
-            if (ended_ids_.count(call.id) != 0) continue;
+        for (const auto& call : calls) {
+            if (ended_calls_.count(call.id) != 0) continue;
             PendingCall pending{call.id, call.name, {}, false, started_ids_.count(call.id) != 0,
                                 false};
             start(pending, out);
@@ -900,7 +918,7 @@ private:
     std::map<std::string, std::string, std::less<>> streamed_;  // text sent per part
     std::map<std::int64_t, PendingCall> calls_;
     std::set<std::string, std::less<>> started_ids_;
-    std::set<std::string, std::less<>> ended_ids_;
+    std::map<std::string, std::string, std::less<>> ended_calls_;  // id -> name
     std::string last_reasoning_key_;
     bool reasoning_open_ = false;
     std::string response_id_;
