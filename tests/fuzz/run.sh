@@ -1,11 +1,12 @@
 #!/bin/sh
-# Seeds and runs ullm's libFuzzer targets, one at a time; CI's smoke run and long campaigns
-# both use it (see tests/fuzz/README.md).
+# Seeds and runs ullm's libFuzzer targets; CI's smoke run and long campaigns both use it (see
+# tests/fuzz/README.md).
 #
-#   tests/fuzz/run.sh [-t SECONDS] [-n RUNS] [-c CORPUS_DIR] [-a ARTIFACT_DIR] BUILD_DIR [TARGET...]
+#   tests/fuzz/run.sh [-t SECONDS] [-n RUNS] [-j JOBS] [-c CORPUS_DIR] [-a ARTIFACT_DIR] BUILD_DIR [TARGET...]
 #
 #   -t SECONDS     fuzzing time per target (default 25; 0: no time limit)
 #   -n RUNS        executions per target (default: unlimited); -n alone drops the time limit
+#   -j JOBS        how many targets fuzz at a time, one process each (default 1)
 #   -c CORPUS_DIR  keep each target's corpus in CORPUS_DIR/TARGET (default: a temporary
 #                  directory, removed afterwards)
 #   -a ARTIFACT_DIR  where crashing inputs and each target's log go (default:
@@ -33,17 +34,19 @@ snapshot validator cli_decode"
 
 seconds=25
 runs=""
+jobs=1
 time_given=""
 corpus_root=""
 artifacts=""
 usage() {
-    sed -n '5,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '5,18p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 64
 }
-while getopts t:n:c:a:h option; do
+while getopts t:n:j:c:a:h option; do
     case $option in
         t) seconds=$OPTARG; time_given=1 ;;
         n) runs=$OPTARG ;;
+        j) jobs=$OPTARG ;;
         c) corpus_root=$OPTARG ;;
         a) artifacts=$OPTARG ;;
         *) usage ;;
@@ -51,6 +54,7 @@ while getopts t:n:c:a:h option; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || usage
+case $jobs in '' | *[!0-9]* | 0) usage ;; esac
 build=$1
 shift
 targets=${*:-$all_targets}
@@ -247,23 +251,20 @@ dictionary() {
 
 # --- Running -----------------------------------------------------------------------------------
 
-failed=""
-summary=""
-for target in $targets; do
+# run_target TARGET: replays the target's saved findings, then seeds its corpus and fuzzes it.
+# Prints what it did, leaves its summary line in $work/TARGET.summary and fails on a finding.
+run_target() {
+    target=$1
     binary="$build/tests/fuzz/ullm_fuzz_$target"
-    if [ ! -x "$binary" ]; then
-        echo "ullm fuzz: $binary is missing (configure with -DULLM_BUILD_FUZZERS=ON)" >&2
-        exit 2
-    fi
 
     # The saved findings of this target, each run once.
     regressions=0
     for input in "$here/regressions/$target"/*; do
         [ -f "$input" ] || continue
-        if ! "$binary" "$input" >"$work/replay.log" 2>&1; then
+        if ! "$binary" "$input" >"$work/$target.replay.log" 2>&1; then
             echo "== $target: saved finding still reproduces: ${input#"$repo"/}"
             grep -A8 -m1 -E '==ullm-fuzz== FINDING|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error|deadly signal' \
-                "$work/replay.log" || tail -5 "$work/replay.log"
+                "$work/$target.replay.log" || tail -5 "$work/$target.replay.log"
             regressions=$((regressions + 1))
         fi
     done
@@ -305,22 +306,66 @@ for target in $targets; do
         grep -A12 -m1 -E '==ullm-fuzz== FINDING|ERROR: (Address|Undefined|Leak)Sanitizer|runtime error|deadly signal|ERROR: libFuzzer' \
             "$log" || tail -30 "$log"
         sed -n 's/^.*Test unit written to //p' "$log"
-        failed="$failed $target"
-    elif [ "$regressions" -gt 0 ]; then
-        echo "   $line"
-        failed="$failed $target"
     else
         echo "   $line"
     fi
     [ "$regressions" -eq 0 ] || line="$line, $regressions saved findings reproduce"
     [ "$status" -eq 0 ] || line="$line, FINDING"
-    summary="$summary
-  $line"
+    echo "$line" >"$work/$target.summary"
+    [ "$status" -eq 0 ] && [ "$regressions" -eq 0 ]
+}
+
+# lane N: the targets at positions N, N + JOBS, N + 2 JOBS, ... one after another. With more
+# than one lane, each target's report is printed whole once it is done.
+lane() {
+    position=0
+    for target in $targets; do
+        if [ $((position % jobs)) -eq "$1" ]; then
+            if [ "$jobs" -eq 1 ]; then
+                run_target "$target" || echo "$target" >>"$work/failed"
+            else
+                run_target "$target" >"$work/$target.out" 2>&1 || echo "$target" >>"$work/failed"
+                cat "$work/$target.out"
+            fi
+        fi
+        position=$((position + 1))
+    done
+}
+
+for target in $targets; do
+    if [ ! -x "$build/tests/fuzz/ullm_fuzz_$target" ]; then
+        echo "ullm fuzz: $build/tests/fuzz/ullm_fuzz_$target is missing (configure with" \
+            "-DULLM_BUILD_FUZZERS=ON)" >&2
+        exit 2
+    fi
 done
 
+if [ "$jobs" -eq 1 ]; then
+    lane 0
+else
+    lanes=""
+    number=0
+    while [ "$number" -lt "$jobs" ]; do
+        lane "$number" &
+        lanes="$lanes $!"
+        number=$((number + 1))
+    done
+    trap 'kill $lanes 2>/dev/null; exit 130' INT TERM
+    for pid in $lanes; do wait "$pid"; done
+fi
+
+summary=""
+for target in $targets; do
+    if [ ! -f "$work/$target.summary" ]; then
+        echo "$target: did not finish" >"$work/$target.summary"
+        echo "$target" >>"$work/failed"
+    fi
+    summary="$summary
+  $(cat "$work/$target.summary")"
+done
 echo "== fuzzing summary:$summary"
-if [ -n "$failed" ]; then
-    echo "== fuzzing found problems in:$failed (inputs in $artifacts)"
+if [ -s "$work/failed" ]; then
+    echo "== fuzzing found problems in: $(tr '\n' ' ' <"$work/failed")(inputs in $artifacts)"
     exit 1
 fi
 echo "== fuzzing found nothing"
