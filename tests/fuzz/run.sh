@@ -64,7 +64,8 @@ mkdir -p "$artifacts"
 artifacts=$(cd "$artifacts" && pwd)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ullm-fuzz.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 if [ ! -f "$fixtures/README.md" ]; then
     echo "ullm fuzz: no fixtures at $fixtures (set ULLM_FIXTURES_DIR); seeding from" \
         "tests/fuzz/seeds only" >&2
