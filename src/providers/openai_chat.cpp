@@ -317,11 +317,21 @@ private:
         if (!call.is_object()) return;
         const auto index = count_field(call, "index");
         auto& pending = calls_[index];
-        if (const auto id = string_field(call, "id"); !id.empty()) pending.id = id;
         const auto function = call.find("function");
-        if (function != call.end() && function->is_object()) {
-            if (const auto name = string_field(*function, "name"); !name.empty())
-                pending.name += name;
+        std::string name;
+        if (function != call.end() && function->is_object()) name = string_field(*function, "name");
+        std::string id = string_field(call, "id");
+        if (pending.started) {
+            // A repeated id or name changes nothing; another one for a call already announced
+            // would give its deltas and end to a call that never started.
+            if ((!id.empty() && id != pending.id) || (!name.empty() && name != pending.name)) {
+                throw_invalid_response("the stream sent tool call " + std::to_string(index) +
+                                           " again under another id or name",
+                                       origin_of(provider_, model_, nullptr, response_id_));
+            }
+        } else {
+            if (!id.empty()) pending.id = std::move(id);
+            pending.name += name;
         }
         std::string fragment;
         if (function != call.end() && function->is_object()) {

@@ -769,8 +769,17 @@ private:
             }
         } else if (type == "function_call") {
             PendingCall& call = calls_[index];
-            call.id = call_id_of(*item, index);
-            call.name = string_field(*item, "name");
+            std::string id = call_id_of(*item, index);
+            std::string name = string_field(*item, "name");
+            if (call.started && (id != call.id || name != call.name)) {
+                // Its end would name a call that never started.
+                throw_invalid_response("output item " + std::to_string(index) +
+                                           " was done under another call id or name than it "
+                                           "was added with",
+                                       origin());
+            }
+            call.id = std::move(id);
+            call.name = std::move(name);
             if (call.deferred || is_parallel_wrapper(context_, call.name)) {
                 ItemCalls unwrapped = calls_of(context_, *item, index);
                 for (auto& part : unwrapped.calls) {
@@ -820,7 +829,10 @@ private:
         if (call.started) return;
         call.started = true;
         reasoning_open_ = false;
-        // Two calls under one id could be neither answered nor restored.
+        // A nameless call, or two calls under one id, could be neither answered nor restored.
+        if (call.name.empty()) {
+            throw_invalid_response("function call \"" + call.id + "\" has no name", origin());
+        }
         if (!started_ids_.insert(call.id).second) {
             throw_invalid_response("two function calls share the call id \"" + call.id + "\"",
                                    origin());

@@ -329,3 +329,58 @@ TEST_CASE("responses: two function_call items with one call id are refused",
           "invalid_provider_response");
     CHECK(events.size() == 1);
 }
+
+TEST_CASE("chat completions: a call is refused when a later chunk gives it another id or name",
+          "[openai_chat][malformed]") {
+    const ullm::OpenAiChatProvider provider({.api_key = "k"});
+    const auto chunk = [](const std::string& call) {
+        return "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[" + call + "]}}]}\n\n";
+    };
+    const std::string first = chunk(R"({"index":0,"id":"c1","function":{"name":"probe"}})");
+    const std::string end =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n";
+    for (const std::string later :
+         {R"({"index":0,"id":"c2","function":{"arguments":"{}"}})",
+          R"({"index":0,"function":{"name":"other","arguments":"{}"}})"}) {
+        INFO(later);
+        std::vector<ullm::StreamEvent> events;
+        CHECK(stream_error(provider, "gpt-4o", first + chunk(later) + end, events) ==
+              "invalid_provider_response");
+        for (const auto& event : events) CHECK(event.type == Type::tool_call_start);
+    }
+
+    // The same id and name again change nothing.
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(provider, "gpt-4o",
+                       first +
+                           chunk(R"({"index":0,"id":"c1","function":{"name":"probe",)"
+                                 R"("arguments":"{}"}})") +
+                           end,
+                       events) == "no error");
+    REQUIRE(events.back().type == Type::done);
+    CHECK(events.back().response->tool_calls ==
+          std::vector<ullm::ToolCallPart>{{"c1", "probe", ullm::json::object()}});
+}
+
+TEST_CASE("responses: a function_call item done under another id, or with no name, is refused",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    const auto item = [](const std::string& event, const std::string& fields) {
+        return "data: {\"type\":\"response.output_item." + event +
+               "\",\"output_index\":0,\"item\":{\"type\":\"function_call\"" + fields +
+               ",\"arguments\":\"{}\"}}\n\n";
+    };
+    const std::string added = item("added", R"(,"call_id":"call_a","name":"weather")");
+    for (const std::string& wire : {added + item("done", R"(,"call_id":"call_b","name":"weather")"),
+                                    added + item("done", R"(,"call_id":"call_a","name":"time")"),
+                                    item("done", ""), item("added", R"(,"call_id":"call_a")")}) {
+        INFO(wire);
+        std::vector<ullm::StreamEvent> events;
+        CHECK(stream_error(provider, "gpt-5-mini", wire, events) == "invalid_provider_response");
+        for (const auto& event : events) {
+            CHECK(event.type != Type::tool_call_end);
+            CHECK(event.tool_name != "");
+        }
+    }
+}
