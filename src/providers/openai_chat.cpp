@@ -6,6 +6,7 @@
 #include <ullm/providers/provider_errors.hpp>
 
 #include <map>
+#include <set>
 
 #include "response_builder.hpp"
 
@@ -349,6 +350,11 @@ private:
             // Servers that send no id (some llama.cpp and Mistral builds) get one from the
             // index: the documented repair.
             if (pending.id.empty()) pending.id = "call_" + std::to_string(index);
+            if (!started_ids_.insert(pending.id).second) {
+                throw_invalid_response(
+                    "the stream sent two tool calls with the id \"" + pending.id + "\"",
+                    origin_of(provider_, model_, nullptr, response_id_));
+            }
             pending.started = true;
             StreamEvent start;
             start.type = StreamEvent::Type::tool_call_start;
@@ -396,6 +402,7 @@ private:
     detail::ResponseBuilder builder_;
     detail::VisibleEvents visible_;
     std::map<std::int64_t, PendingCall> calls_;
+    std::set<std::string, std::less<>> started_ids_;
     std::string response_id_;
     json choice_usage_;
     bool done_seen_ = false;

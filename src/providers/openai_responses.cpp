@@ -894,6 +894,14 @@ private:
         // The calls already ended went to the caller as they were: a terminal response that
         // drops or renames one contradicts the stream.
         const auto& calls = final_response.tool_calls;
+        std::set<std::string, std::less<>> ids;
+        for (const auto& call : calls) {
+            if (!ids.insert(call.id).second) {
+                throw_invalid_response(
+                    "the terminal response holds two tool calls with the id \"" + call.id + "\"",
+                    origin());
+            }
+        }
         for (const auto& ended : ended_calls_) {
             if (std::none_of(calls.begin(), calls.end(), [&](const ToolCallPart& call) {
                     return call.id == ended.first && call.name == ended.second;

@@ -384,3 +384,28 @@ TEST_CASE("responses: a function_call item done under another id, or with no nam
         }
     }
 }
+
+TEST_CASE("chat completions and responses: two calls under one id are refused",
+          "[openai_chat][openai_responses][malformed]") {
+    const ullm::OpenAiChatProvider chat({.api_key = "k"});
+    const auto chunk = [](int index) {
+        return "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":" +
+               std::to_string(index) +
+               ",\"id\":\"c1\",\"function\":{\"name\":\"probe\",\"arguments\":\"{}\"}}]}}]}\n\n";
+    };
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(chat, "gpt-4o", chunk(0) + chunk(1), events) == "invalid_provider_response");
+    CHECK(events.size() == 2);  // the first call's start and arguments
+
+    // A terminal response that holds one call twice (here, nothing was streamed before it).
+    const ullm::OpenAiResponsesProvider responses({.api_key = "k"});
+    const std::string call =
+        R"({"type":"function_call","call_id":"call_a","name":"weather","arguments":"{}"})";
+    const std::string terminal =
+        "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":"
+        "\"completed\",\"output\":[" +
+        call + "," + call + "]}}\n\n";
+    events.clear();
+    CHECK(stream_error(responses, "gpt-5-mini", terminal, events) == "invalid_provider_response");
+    CHECK(events.empty());
+}
