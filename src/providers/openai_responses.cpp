@@ -865,7 +865,7 @@ private:
     void end(PendingCall& call, ToolCallPart part, std::vector<StreamEvent>& out) {
         if (call.ended) return;
         call.ended = true;
-        ended_calls_.emplace(part.id, part.name);
+        ended_calls_.emplace(part.id, part);
         StreamEvent event;
         event.type = StreamEvent::Type::tool_call_end;
         event.tool_call_id = part.id;
@@ -892,7 +892,7 @@ private:
         if (final_response.model.empty()) final_response.model = response_model_;
 
         // The calls already ended went to the caller as they were: a terminal response that
-        // drops or renames one contradicts the stream.
+        // drops one, or gives it another name or arguments, contradicts the stream.
         const auto& calls = final_response.tool_calls;
         std::set<std::string, std::less<>> ids;
         for (const auto& call : calls) {
@@ -904,11 +904,11 @@ private:
         }
         for (const auto& ended : ended_calls_) {
             if (std::none_of(calls.begin(), calls.end(), [&](const ToolCallPart& call) {
-                    return call.id == ended.first && call.name == ended.second;
+                    return call.id == ended.first && call == ended.second;
                 })) {
                 throw_invalid_response("the terminal response does not hold tool call \"" +
-                                           ended.first + "\" (" + ended.second +
-                                           "), which the stream ended",
+                                           ended.first + "\" (" + ended.second.name +
+                                           ") as the stream ended it",
                                        origin());
             }
         }
@@ -938,7 +938,7 @@ private:
     std::map<std::string, std::string, std::less<>> streamed_;  // text sent per part
     std::map<std::int64_t, PendingCall> calls_;
     std::set<std::string, std::less<>> started_ids_;
-    std::map<std::string, std::string, std::less<>> ended_calls_;  // id -> name
+    std::map<std::string, ToolCallPart, std::less<>> ended_calls_;  // by id
     std::string last_reasoning_key_;
     bool reasoning_open_ = false;
     std::string response_id_;

@@ -409,3 +409,24 @@ TEST_CASE("chat completions and responses: two calls under one id are refused",
     CHECK(stream_error(responses, "gpt-5-mini", terminal, events) == "invalid_provider_response");
     CHECK(events.empty());
 }
+
+TEST_CASE("responses: a terminal response whose call has other arguments than streamed is refused",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    const auto item = [](const std::string& event, const std::string& arguments) {
+        return "data: {\"type\":\"response.output_item." + event +
+               "\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_a\","
+               "\"name\":\"weather\",\"arguments\":\"" +
+               arguments + "\"}}\n\n";
+    };
+    const std::string terminal =
+        R"(data: {"type":"response.completed","response":{"id":"resp_1","status":"completed",)"
+        R"("output":[{"type":"function_call","call_id":"call_a","name":"weather",)"
+        R"("arguments":"{\"unit\":\"f\"}"}]}})"
+        "\n\n";
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(provider, "gpt-5-mini",
+                       item("added", "") + item("done", R"({\"unit\":\"c\"})") + terminal,
+                       events) == "invalid_provider_response");
+    for (const auto& event : events) CHECK(event.type != Type::done);
+}
