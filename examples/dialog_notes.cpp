@@ -28,10 +28,8 @@
 
 #include <unistd.h>
 
-namespace {
-
-using ullm::json;
-namespace schema = ullm::schema;
+// At namespace scope, not in the anonymous namespace: the macro also defines a to_json that this
+// program never calls, and clang reports an unused function with internal linkage.
 
 // The structured result as the program uses it.
 struct NotesSummary {
@@ -39,6 +37,11 @@ struct NotesSummary {
     std::vector<std::string> titles;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NotesSummary, count, titles)
+
+namespace {
+
+using ullm::json;
+namespace schema = ullm::schema;
 
 // One instance's transcript: what the user said, each tool call and its result, the answer.
 void print_transcript(const ullm::Dialog& dialog, const std::string& instance) {

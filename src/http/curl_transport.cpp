@@ -170,7 +170,7 @@ public:
         transfer->secrets = detail::request_secrets(request);
         transfer->request_body = request.body;
         configure(*transfer, request);
-        post({Command::add, transfer});
+        post({Command::Kind::add, transfer});
         return transfer;
     }
 
@@ -181,10 +181,12 @@ public:
             transfer->cancelled = true;
         }
         transfer->changed.notify_all();
-        post({Command::remove, transfer});
+        post({Command::Kind::remove, transfer});
     }
 
-    void resume(const std::shared_ptr<Transfer>& transfer) { post({Command::resume, transfer}); }
+    void resume(const std::shared_ptr<Transfer>& transfer) {
+        post({Command::Kind::resume, transfer});
+    }
 
     std::size_t active() const {
         std::lock_guard lock(commands_mutex_);
@@ -193,7 +195,7 @@ public:
 
 private:
     struct Command {
-        enum Kind { add, remove, resume } kind;
+        enum class Kind { add, remove, resume } kind;
         std::shared_ptr<Transfer> transfer;
     };
 
@@ -201,7 +203,7 @@ private:
         {
             std::lock_guard lock(commands_mutex_);
             if (stopping_) {
-                if (command.kind == Command::add) {
+                if (command.kind == Command::Kind::add) {
                     finish(*command.transfer,
                            Failure{"connection_failed", "the transport has been shut down", false});
                 }
@@ -367,7 +369,7 @@ private:
     void apply(Command& command) {
         const auto& transfer = command.transfer;
         switch (command.kind) {
-            case Command::add:
+            case Command::Kind::add:
                 if (transfer->cancelled) {
                     finish(*transfer, std::nullopt);
                     return;
@@ -381,10 +383,10 @@ private:
                 active_.emplace(transfer->easy, transfer);
                 publish_active_count();
                 return;
-            case Command::remove:
+            case Command::Kind::remove:
                 detach(transfer, std::nullopt);
                 return;
-            case Command::resume: {
+            case Command::Kind::resume: {
                 {
                     std::lock_guard lock(transfer->mutex);
                     if (!transfer->paused) return;

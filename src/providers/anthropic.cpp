@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "../core/arithmetic.hpp"
 #include "response_builder.hpp"
@@ -722,6 +723,11 @@ private:
             if (id.empty() || name.empty()) {
                 invalid("tool_use block " + std::to_string(index) + " has no id or name");
             }
+            // A second call under one id could be neither answered nor restored.
+            if (!tool_call_ids_.insert(id).second) {
+                invalid("tool_use block " + std::to_string(index) + " repeats the call id \"" + id +
+                        "\"");
+            }
             if (!open.deferred) {
                 StreamEvent start;
                 start.type = StreamEvent::Type::tool_call_start;
@@ -880,6 +886,7 @@ private:
     SseParser parser_;
     detail::VisibleEvents visible_;
     std::map<std::int64_t, OpenBlock> blocks_;
+    std::set<std::string, std::less<>> tool_call_ids_;  // of every tool_use block so far
     RawUsage usage_;
     std::string message_id_;
     std::string model_;

@@ -6,6 +6,7 @@
 #include <ullm/providers/provider_errors.hpp>
 
 #include <map>
+#include <set>
 
 #include "openai_common.hpp"
 #include "response_builder.hpp"
@@ -306,11 +307,21 @@ private:
         if (!call.is_object()) return;
         const auto index = count_field(call, "index");
         auto& pending = calls_[index];
-        if (const auto id = string_field(call, "id"); !id.empty()) pending.id = id;
         const auto function = call.find("function");
-        if (function != call.end() && function->is_object()) {
-            if (const auto name = string_field(*function, "name"); !name.empty())
-                pending.name += name;
+        std::string name;
+        if (function != call.end() && function->is_object()) name = string_field(*function, "name");
+        std::string id = string_field(call, "id");
+        if (pending.started) {
+            // A repeated id or name changes nothing; another one for a call already announced
+            // would give its deltas and end to a call that never started.
+            if ((!id.empty() && id != pending.id) || (!name.empty() && name != pending.name)) {
+                throw_invalid_response("the stream sent tool call " + std::to_string(index) +
+                                           " again under another id or name",
+                                       origin_of(provider_, model_, nullptr, response_id_));
+            }
+        } else {
+            if (!id.empty()) pending.id = std::move(id);
+            pending.name += name;
         }
         std::string fragment;
         if (function != call.end() && function->is_object()) {
@@ -328,6 +339,11 @@ private:
             // Servers that send no id (some llama.cpp and Mistral builds) get one from the
             // index: the documented repair.
             if (pending.id.empty()) pending.id = "call_" + std::to_string(index);
+            if (!started_ids_.insert(pending.id).second) {
+                throw_invalid_response(
+                    "the stream sent two tool calls with the id \"" + pending.id + "\"",
+                    origin_of(provider_, model_, nullptr, response_id_));
+            }
             pending.started = true;
             StreamEvent start;
             start.type = StreamEvent::Type::tool_call_start;
@@ -375,6 +391,7 @@ private:
     detail::ResponseBuilder builder_;
     detail::VisibleEvents visible_;
     std::map<std::int64_t, PendingCall> calls_;
+    std::set<std::string, std::less<>> started_ids_;
     std::string response_id_;
     json choice_usage_;
     bool done_seen_ = false;

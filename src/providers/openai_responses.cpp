@@ -863,8 +863,17 @@ private:
             }
         } else if (type == "function_call") {
             PendingCall& call = calls_[index];
-            call.id = call_id_of(*item, index);
-            call.name = string_field(*item, "name");
+            std::string id = call_id_of(*item, index);
+            std::string name = string_field(*item, "name");
+            if (call.started && (id != call.id || name != call.name)) {
+                // Its end would name a call that never started.
+                throw_invalid_response("output item " + std::to_string(index) +
+                                           " was done under another call id or name than it "
+                                           "was added with",
+                                       origin());
+            }
+            call.id = std::move(id);
+            call.name = std::move(name);
             if (call.deferred || is_parallel_wrapper(context_, call.name)) {
                 ItemCalls unwrapped = calls_of(context_, *item, index);
                 for (auto& part : unwrapped.calls) {
@@ -919,7 +928,14 @@ private:
         if (call.started) return;
         call.started = true;
         reasoning_open_ = false;
-        started_ids_.insert(call.id);
+        // A nameless call, or two calls under one id, could be neither answered nor restored.
+        if (call.name.empty()) {
+            throw_invalid_response("function call \"" + call.id + "\" has no name", origin());
+        }
+        if (!started_ids_.insert(call.id).second) {
+            throw_invalid_response("two function calls share the call id \"" + call.id + "\"",
+                                   origin());
+        }
         StreamEvent event;
         event.type = StreamEvent::Type::tool_call_start;
         event.tool_call_id = call.id;
@@ -948,7 +964,7 @@ private:
     void end(PendingCall& call, ToolCallPart part, std::vector<StreamEvent>& out) {
         if (call.ended) return;
         call.ended = true;
-        ended_ids_.insert(part.id);
+        ended_calls_.emplace(part.id, part);
         StreamEvent event;
         event.type = StreamEvent::Type::tool_call_end;
         event.tool_call_id = part.id;
@@ -978,9 +994,30 @@ private:
         if (final_response.response_id.empty()) final_response.response_id = response_id_;
         if (final_response.model.empty()) final_response.model = response_model_;
 
+        // The calls already ended went to the caller as they were: a terminal response that
+        // drops one, or gives it another name or arguments, contradicts the stream.
+        const auto& calls = final_response.tool_calls;
+        std::set<std::string, std::less<>> ids;
+        for (const auto& call : calls) {
+            if (!ids.insert(call.id).second) {
+                throw_invalid_response(
+                    "the terminal response holds two tool calls with the id \"" + call.id + "\"",
+                    origin());
+            }
+        }
+        for (const auto& ended : ended_calls_) {
+            if (std::none_of(calls.begin(), calls.end(), [&](const ToolCallPart& call) {
+                    return call.id == ended.first && call == ended.second;
+                })) {
+                throw_invalid_response("the terminal response does not hold tool call \"" +
+                                           ended.first + "\" (" + ended.second.name +
+                                           ") as the stream ended it",
+                                       origin());
+            }
+        }
         // Every final tool call has had its start and end events.
-        for (const auto& call : final_response.tool_calls) {
-            if (ended_ids_.count(call.id) != 0) continue;
+        for (const auto& call : calls) {
+            if (ended_calls_.count(call.id) != 0) continue;
             PendingCall pending{call.id, call.name, {}, false, started_ids_.count(call.id) != 0,
                                 false};
             start(pending, out);
@@ -1004,7 +1041,7 @@ private:
     std::map<std::string, std::string, std::less<>> streamed_;  // text sent per part
     std::map<std::int64_t, PendingCall> calls_;
     std::set<std::string, std::less<>> started_ids_;
-    std::set<std::string, std::less<>> ended_ids_;
+    std::map<std::string, ToolCallPart, std::less<>> ended_calls_;  // by id
     std::string last_reasoning_key_;
     bool reasoning_open_ = false;
     std::string response_id_;

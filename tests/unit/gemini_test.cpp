@@ -793,15 +793,15 @@ TEST_CASE("gemini: a whole body and a stream of the same response agree exactly"
                 first.erase("thoughtSignature");
                 second["text"] = text.substr(text.size() / 2);
                 second.erase("thoughtSignature");
-                chunks.push_back(chunk_of({first}));
-                chunks.push_back(chunk_of({second}));
+                chunks.push_back(chunk_of(json::array({first})));
+                chunks.push_back(chunk_of(json::array({second})));
                 ++split_texts;
                 if (part.contains("thoughtSignature")) {
                     json tail = {{"text", ""}, {"thoughtSignature", part["thoughtSignature"]}};
-                    chunks.push_back(chunk_of({tail}));
+                    chunks.push_back(chunk_of(json::array({tail})));
                 }
             } else {
-                chunks.push_back(chunk_of({part}));
+                chunks.push_back(chunk_of(json::array({part})));
             }
         }
         json last = body;

@@ -5,6 +5,7 @@
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
+#include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/openai_responses.hpp>
 #include <ullm/providers/scripted_provider.hpp>
@@ -88,6 +89,19 @@ std::vector<Case> broken_streams() {
     };
 }
 
+// The error code of decoding `wire` in one write with `provider`'s stream decoder, for a
+// request to `model`; the events decoded before the error are left in `events`.
+std::string stream_error(const ullm::Provider& provider, const std::string& model,
+                         const std::string& wire, std::vector<ullm::StreamEvent>& events) {
+    ullm::ChatRequest request;
+    request.model = model;
+    auto decoder = provider.stream_decoder(request);
+    return error_code_of([&] {
+        decoder->feed(wire, events);
+        decoder->finish(events);
+    });
+}
+
 }  // namespace
 
 TEST_CASE("a malformed tool-call stream fails the round, runs no tool, commits nothing",
@@ -165,12 +179,8 @@ TEST_CASE("chat completions: arguments for a call that never gets a name are ref
         "\"function\":{\"arguments\":\"{\\\"a\\\":1}\"}}]}}]}\n\n"
         "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
         "data: [DONE]\n\n";
-    auto decoder = provider.stream_decoder(request);
     std::vector<ullm::StreamEvent> events;
-    CHECK(error_code_of([&] {
-              decoder->feed(wire, events);
-              decoder->finish(events);
-          }) == "invalid_provider_response");
+    CHECK(stream_error(provider, "gpt-4o", wire, events) == "invalid_provider_response");
     for (const auto& event : events) CHECK(event.type != Type::tool_call_delta);
 
     // Arguments that arrive before the name are held and sent once the call starts; a missing
@@ -238,4 +248,185 @@ TEST_CASE("responses: a hostile output_index is refused, not overflowed",
     decoder->finish(events);
     REQUIRE(events.back().type == Type::done);
     CHECK(events.back().response->text == "hi");
+}
+
+TEST_CASE("anthropic: a tool_use block that repeats a call id is refused at its start",
+          "[anthropic][malformed]") {
+    const ullm::AnthropicProvider provider({.api_key = "k"});
+    const auto tool_use = [](int index, const std::string& name) {
+        return "data: {\"type\":\"content_block_start\",\"index\":" + std::to_string(index) +
+               ",\"content_block\":{\"type\":\"tool_use\",\"id\":\"tu_1\",\"name\":\"" + name +
+               "\",\"input\":{}}}\n\n"
+               "data: {\"type\":\"content_block_stop\",\"index\":" +
+               std::to_string(index) + "}\n\n";
+    };
+    const std::string wire =
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","
+        "\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5\",\"content\":[],"
+        "\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+        tool_use(0, "a") + tool_use(1, "b") +
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},"
+        "\"usage\":{\"output_tokens\":3}}\n\n"
+        "data: {\"type\":\"message_stop\"}\n\n";
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(provider, "claude-sonnet-4-5", wire, events) == "invalid_provider_response");
+    int starts = 0;
+    for (const auto& event : events) {
+        if (event.type == Type::tool_call_start) ++starts;
+        CHECK(event.type != Type::done);
+    }
+    CHECK(starts == 1);
+}
+
+TEST_CASE("responses: a terminal response that drops or renames a streamed call is refused",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    const std::string streamed =
+        "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":"
+        "\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_a\",\"name\":\"weather\","
+        "\"arguments\":\"\"}}\n\n"
+        "data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":"
+        "\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_a\",\"name\":\"weather\","
+        "\"arguments\":\"{}\"}}\n\n";
+    const auto completed = [](const std::string& call_id, const std::string& name) {
+        return "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\","
+               "\"status\":\"completed\",\"model\":\"gpt-5-mini\",\"output\":[{\"type\":"
+               "\"function_call\",\"id\":\"fc_1\",\"call_id\":\"" +
+               call_id + "\",\"name\":\"" + name + "\",\"arguments\":\"{}\"}]}}\n\n";
+    };
+    // Another call id, then another tool.
+    for (const std::string& terminal :
+         {completed("call_b", "weather"), completed("call_a", "time")}) {
+        INFO(terminal);
+        std::vector<ullm::StreamEvent> events;
+        CHECK(stream_error(provider, "gpt-5-mini", streamed + terminal, events) ==
+              "invalid_provider_response");
+        for (const auto& event : events) {
+            CHECK(event.type != Type::done);
+            if (event.type == Type::tool_call_start) CHECK(event.tool_call_id == "call_a");
+        }
+    }
+
+    // The same call in the terminal response is the ordinary case.
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(provider, "gpt-5-mini", streamed + completed("call_a", "weather"), events) ==
+          "no error");
+    REQUIRE(events.back().type == Type::done);
+    CHECK(events.back().response->tool_calls.at(0).id == "call_a");
+}
+
+TEST_CASE("responses: two function_call items with one call id are refused",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    const auto added = [](int index) {
+        return "data: {\"type\":\"response.output_item.added\",\"output_index\":" +
+               std::to_string(index) +
+               ",\"item\":{\"type\":\"function_call\",\"call_id\":\"call_a\",\"name\":"
+               "\"weather\",\"arguments\":\"\"}}\n\n";
+    };
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(provider, "gpt-5-mini", added(0) + added(1), events) ==
+          "invalid_provider_response");
+    CHECK(events.size() == 1);
+}
+
+TEST_CASE("chat completions: a call is refused when a later chunk gives it another id or name",
+          "[openai_chat][malformed]") {
+    const ullm::OpenAiChatProvider provider({.api_key = "k"});
+    const auto chunk = [](const std::string& call) {
+        return "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[" + call + "]}}]}\n\n";
+    };
+    const std::string first = chunk(R"({"index":0,"id":"c1","function":{"name":"probe"}})");
+    const std::string end =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+        "data: [DONE]\n\n";
+    for (const std::string later :
+         {R"({"index":0,"id":"c2","function":{"arguments":"{}"}})",
+          R"({"index":0,"function":{"name":"other","arguments":"{}"}})"}) {
+        INFO(later);
+        std::vector<ullm::StreamEvent> events;
+        CHECK(stream_error(provider, "gpt-4o", first + chunk(later) + end, events) ==
+              "invalid_provider_response");
+        for (const auto& event : events) CHECK(event.type == Type::tool_call_start);
+    }
+
+    // The same id and name again change nothing.
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(provider, "gpt-4o",
+                       first +
+                           chunk(R"({"index":0,"id":"c1","function":{"name":"probe",)"
+                                 R"("arguments":"{}"}})") +
+                           end,
+                       events) == "no error");
+    REQUIRE(events.back().type == Type::done);
+    CHECK(events.back().response->tool_calls ==
+          std::vector<ullm::ToolCallPart>{{"c1", "probe", ullm::json::object()}});
+}
+
+TEST_CASE("responses: a function_call item done under another id, or with no name, is refused",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    const auto item = [](const std::string& event, const std::string& fields) {
+        return "data: {\"type\":\"response.output_item." + event +
+               "\",\"output_index\":0,\"item\":{\"type\":\"function_call\"" + fields +
+               ",\"arguments\":\"{}\"}}\n\n";
+    };
+    const std::string added = item("added", R"(,"call_id":"call_a","name":"weather")");
+    for (const std::string& wire : {added + item("done", R"(,"call_id":"call_b","name":"weather")"),
+                                    added + item("done", R"(,"call_id":"call_a","name":"time")"),
+                                    item("done", ""), item("added", R"(,"call_id":"call_a")")}) {
+        INFO(wire);
+        std::vector<ullm::StreamEvent> events;
+        CHECK(stream_error(provider, "gpt-5-mini", wire, events) == "invalid_provider_response");
+        for (const auto& event : events) {
+            CHECK(event.type != Type::tool_call_end);
+            CHECK(event.tool_name != "");
+        }
+    }
+}
+
+TEST_CASE("chat completions and responses: two calls under one id are refused",
+          "[openai_chat][openai_responses][malformed]") {
+    const ullm::OpenAiChatProvider chat({.api_key = "k"});
+    const auto chunk = [](int index) {
+        return "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":" +
+               std::to_string(index) +
+               ",\"id\":\"c1\",\"function\":{\"name\":\"probe\",\"arguments\":\"{}\"}}]}}]}\n\n";
+    };
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(chat, "gpt-4o", chunk(0) + chunk(1), events) == "invalid_provider_response");
+    CHECK(events.size() == 2);  // the first call's start and arguments
+
+    // A terminal response that holds one call twice (here, nothing was streamed before it).
+    const ullm::OpenAiResponsesProvider responses({.api_key = "k"});
+    const std::string call =
+        R"({"type":"function_call","call_id":"call_a","name":"weather","arguments":"{}"})";
+    const std::string terminal =
+        "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":"
+        "\"completed\",\"output\":[" +
+        call + "," + call + "]}}\n\n";
+    events.clear();
+    CHECK(stream_error(responses, "gpt-5-mini", terminal, events) == "invalid_provider_response");
+    CHECK(events.empty());
+}
+
+TEST_CASE("responses: a terminal response whose call has other arguments than streamed is refused",
+          "[openai_responses][malformed]") {
+    const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
+    const auto item = [](const std::string& event, const std::string& arguments) {
+        return "data: {\"type\":\"response.output_item." + event +
+               "\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_a\","
+               "\"name\":\"weather\",\"arguments\":\"" +
+               arguments + "\"}}\n\n";
+    };
+    const std::string terminal =
+        R"(data: {"type":"response.completed","response":{"id":"resp_1","status":"completed",)"
+        R"("output":[{"type":"function_call","call_id":"call_a","name":"weather",)"
+        R"("arguments":"{\"unit\":\"f\"}"}]}})"
+        "\n\n";
+    std::vector<ullm::StreamEvent> events;
+    CHECK(stream_error(provider, "gpt-5-mini",
+                       item("added", "") + item("done", R"({\"unit\":\"c\"})") + terminal,
+                       events) == "invalid_provider_response");
+    for (const auto& event : events) CHECK(event.type != Type::done);
 }

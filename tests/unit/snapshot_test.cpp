@@ -479,7 +479,7 @@ TEST_CASE("snapshot tool results must answer the preceding assistant's tool call
     CHECK(contains(failure.constraint, "must directly follow the assistant message"));
 
     value = sample_json();
-    value["messages"] = {results};
+    value["messages"] = json::array({results});
     CHECK(snapshot_failure(value).path == "/messages/0");
 
     value = sample_json();
