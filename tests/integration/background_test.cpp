@@ -93,7 +93,7 @@ json response_in(const std::string& status, const std::string& id = "resp_bg") {
         json partial = message_item;
         partial["content"][0]["text"] = "Hello";
         partial["status"] = "incomplete";
-        response["output"] = {partial};
+        response["output"] = json::array({partial});
     }
     return response;
 }
@@ -526,7 +526,7 @@ std::string answered(const std::string& text) {
     json response = response_in("completed");
     json message = message_item;
     message["content"][0]["text"] = text;
-    response["output"] = {message};
+    response["output"] = json::array({message});
     return response.dump();
 }
 
