@@ -7,25 +7,6 @@
 
 namespace ullm::detail::validation {
 
-std::string pointer_append(const std::string& path, std::string_view token) {
-    std::string out = path;
-    out.push_back('/');
-    for (const char c : token) {
-        if (c == '~') {
-            out += "~0";
-        } else if (c == '/') {
-            out += "~1";
-        } else {
-            out.push_back(c);
-        }
-    }
-    return out;
-}
-
-std::string pointer_append(const std::string& path, std::size_t index) {
-    return path + "/" + std::to_string(index);
-}
-
 std::size_t code_points(std::string_view text) {
     return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
         return (static_cast<unsigned char>(c) & 0xC0U) != 0x80U;

@@ -4,6 +4,7 @@
 // (JSON pointers, messages, number comparisons, local references, compiled patterns).
 
 #include <ullm/core/json.hpp>
+#include <ullm/detail/json_checks.hpp>
 
 #include <re2/re2.h>
 
@@ -23,10 +24,8 @@ using PatternMap = std::map<std::string, std::shared_ptr<const re2::RE2>, std::l
 /// The largest integer a double holds exactly (2^53).
 inline constexpr double max_safe_integer = 9007199254740992.0;
 
-/// `path` with `token` appended as a JSON pointer token (`~` and `/` escaped).
-std::string pointer_append(const std::string& path, std::string_view token);
-/// `path` with an array index appended.
-std::string pointer_append(const std::string& path, std::size_t index);
+/// JSON-pointer extension by a token or an index (RFC 6901 escaping), shared with the library.
+using ullm::detail::pointer_append;
 
 /// The number of code points in UTF-8 `text`.
 std::size_t code_points(std::string_view text);
