@@ -9,7 +9,7 @@
 #include <ullm/providers/openai_responses.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
-#include "../providers/response_builder.hpp"
+#include "../providers/request_checks.hpp"
 #include "response_checks.hpp"
 
 #include <algorithm>

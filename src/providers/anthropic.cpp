@@ -13,6 +13,8 @@
 #include <set>
 
 #include "../core/arithmetic.hpp"
+#include "json_readers.hpp"
+#include "request_checks.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {

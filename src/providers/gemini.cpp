@@ -16,6 +16,8 @@
 #include <variant>
 
 #include "../core/arithmetic.hpp"
+#include "json_readers.hpp"
+#include "request_checks.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "openai_common.hpp"
+#include "json_readers.hpp"
+#include "request_checks.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {

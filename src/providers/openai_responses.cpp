@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "openai_common.hpp"
+#include "json_readers.hpp"
+#include "request_checks.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {

@@ -6,7 +6,6 @@
 #include <ullm/core/json.hpp>
 #include <ullm/core/message.hpp>
 #include <ullm/providers/chat.hpp>
-#include <ullm/providers/provider.hpp>
 
 #include <optional>
 #include <string>
@@ -68,16 +67,5 @@ StreamEvent delta_event(StreamEvent::Type type, std::string_view text);
 
 /// The `done` event carrying `response`.
 StreamEvent done_event(ChatResponse response);
-
-/// A non-negative integer field of `object`, or 0 when absent, null or not a number.
-std::int64_t count_field(const json& object, std::string_view key);
-
-/// The string field `key` of `object`, or "" when absent or not a string.
-std::string string_field(const json& object, std::string_view key);
-
-/// Throws `ProviderCapabilityError` (`unsupported_option`) for options `capabilities` rules
-/// out, and validates the tools (names, descriptions, schemas, duplicates) as define_tool does.
-void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,
-                   std::string_view provider, bool stream);
 
 }  // namespace ullm::detail

@@ -3,6 +3,7 @@
 #include <ullm/core/error.hpp>
 #include <ullm/http/retry_policy.hpp>
 
+#include "request_checks.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {
