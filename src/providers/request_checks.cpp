@@ -9,27 +9,23 @@
 
 namespace ullm::detail {
 
-namespace {
-
-[[noreturn]] void unsupported(std::string_view provider, const std::string& model,
-                              const std::string& what) {
+[[noreturn]] void throw_unsupported(std::string_view provider, const std::string& model,
+                                    const std::string& what) {
     throw ProviderCapabilityError("unsupported_option", std::string(provider) + " model \"" +
                                                             model + "\" does not support " + what);
 }
-
-}  // namespace
 
 void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,
                    std::string_view provider, bool stream) {
     if (request.model.empty()) {
         throw ProviderCapabilityError("invalid_model", "the request names no model");
     }
-    if (stream && !capabilities.streaming) unsupported(provider, request.model, "streaming");
+    if (stream && !capabilities.streaming) throw_unsupported(provider, request.model, "streaming");
     if (!request.tools.empty() && !capabilities.tools)
-        unsupported(provider, request.model, "tools");
+        throw_unsupported(provider, request.model, "tools");
     if (request.tool_choice && request.tool_choice->mode != ToolChoice::Mode::automatic &&
         request.tool_choice->mode != ToolChoice::Mode::none && !capabilities.tool_choice_required) {
-        unsupported(provider, request.model, "forcing a tool call");
+        throw_unsupported(provider, request.model, "forcing a tool call");
     }
     if (request.tool_choice && request.tool_choice->mode == ToolChoice::Mode::tool) {
         bool known = false;
@@ -42,14 +38,14 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
         }
     }
     if (request.response_format && !capabilities.structured_output) {
-        unsupported(provider, request.model, "structured output");
+        throw_unsupported(provider, request.model, "structured output");
     }
     if (request.temperature && !capabilities.temperature) {
-        unsupported(provider, request.model, "temperature");
+        throw_unsupported(provider, request.model, "temperature");
     }
-    if (request.top_p && !capabilities.top_p) unsupported(provider, request.model, "top_p");
+    if (request.top_p && !capabilities.top_p) throw_unsupported(provider, request.model, "top_p");
     if (!request.stop.empty() && !capabilities.stop_sequences) {
-        unsupported(provider, request.model, "stop sequences");
+        throw_unsupported(provider, request.model, "stop sequences");
     }
     if (request.max_tokens && *request.max_tokens <= 0) {
         throw ProviderCapabilityError("invalid_max_tokens",
@@ -61,10 +57,10 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
     for (const auto& message : request.messages) {
         for (const auto& part : message.parts) {
             if (std::holds_alternative<ImagePart>(part) && !capabilities.images) {
-                unsupported(provider, request.model, "image input");
+                throw_unsupported(provider, request.model, "image input");
             }
             if (std::holds_alternative<DocumentPart>(part) && !capabilities.documents) {
-                unsupported(provider, request.model, "document input");
+                throw_unsupported(provider, request.model, "document input");
             }
         }
     }

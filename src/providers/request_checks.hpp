@@ -6,6 +6,7 @@
 #include <ullm/providers/chat.hpp>
 #include <ullm/providers/provider.hpp>
 
+#include <string>
 #include <string_view>
 
 namespace ullm::detail {
@@ -14,5 +15,10 @@ namespace ullm::detail {
 /// out, and validates the tools (names, descriptions, schemas, duplicates) as define_tool does.
 void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,
                    std::string_view provider, bool stream);
+
+/// Throws `ProviderCapabilityError` (`unsupported_option`): `provider` model `model` does not
+/// support `what`.
+[[noreturn]] void throw_unsupported(std::string_view provider, const std::string& model,
+                                    const std::string& what);
 
 }  // namespace ullm::detail

@@ -1,0 +1,126 @@
+#pragma once
+
+// Internal to the Anthropic adapter (anthropic.cpp): what its components share, one source file
+// each in this folder.
+
+#include <ullm/core/json.hpp>
+#include <ullm/core/message.hpp>
+#include <ullm/core/usage.hpp>
+#include <ullm/providers/chat.hpp>
+#include <ullm/providers/provider.hpp>
+#include <ullm/providers/provider_errors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "../response_builder.hpp"
+
+namespace ullm::detail::anthropic {
+
+inline bool ends_with(std::string_view text, std::string_view suffix) {
+    return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model generations (claude_model.cpp)
+
+// What a Claude model id says about its generation: "claude-3-5-sonnet-20241022" is 3.5,
+// "claude-sonnet-4-20250514" 4.0, "claude-opus-4-1-20250805" 4.1, "claude-sonnet-4-5" 4.5.
+struct ClaudeModel {
+    bool known = false;
+    int major = 0;
+    int minor = 0;
+    std::string family;  // "opus", "sonnet", "haiku", …
+
+    [[nodiscard]] int version() const noexcept { return major * 10 + minor; }
+    // Opus 4.1 and every 4.5+ model: structured output, and temperature and top_p exclusive.
+    [[nodiscard]] bool modern() const noexcept {
+        return version() >= 45 || (family == "opus" && version() >= 41);
+    }
+};
+
+ClaudeModel parse_claude_model(std::string_view model);
+
+// ---------------------------------------------------------------------------------------------
+// Encoding (content_encoder.cpp)
+
+json text_block(std::string text);
+
+// A cache_control object given by the caller, or nullopt when none was given.
+std::optional<json> cache_control_value(const json& holder, std::string_view key,
+                                        const std::string& where);
+
+// Thinking blocks cannot carry cache_control: the breakpoint goes on the last block that can.
+void set_cache_control(json& blocks, const json& cache_control);
+
+json assistant_blocks(const Message& message, std::string_view provider, const std::string& model);
+
+json user_blocks(const Message& message, std::string_view provider);
+
+// Appends a turn, merging it into the previous one when the role repeats. Tool results stay
+// at the front of a user turn, as the API requires.
+void append_turn(json& messages, std::string_view role, json blocks);
+
+// ---------------------------------------------------------------------------------------------
+// Errors (error_mapping.cpp)
+
+// `{"type":"error","error":{"type":…,"message":…},"request_id":…}`. For an error inside a 2xx
+// body or stream, the status is the one the error type implies.
+ProviderFailure failure_from_body(const json& body, int status);
+
+// ---------------------------------------------------------------------------------------------
+// Decoding (message_decoder.cpp, stream_decoder.cpp)
+
+// Anthropic's usage counts as last reported; newer API versions repeat input and cache counts
+// in message_delta, so every field present overrides the previous value.
+struct RawUsage {
+    std::int64_t input = 0;
+    std::int64_t cache_read = 0;
+    std::int64_t cache_write = 0;
+    std::int64_t output = 0;
+    std::int64_t thinking = 0;
+
+    void update(const json& usage);
+
+    [[nodiscard]] Usage canonical() const;
+};
+
+bool takes_input(const json& block);
+
+// A tool_use block called from code execution rather than directly by the model.
+bool is_programmatic(const json& block);
+
+ToolCallPart tool_call_from_block(const json& block, std::size_t index, const ErrorOrigin& origin);
+
+// What a content block array amounts to beyond the parts it adds to the builder.
+struct Projection {
+    bool needs_replay = false;
+    std::string answered_model;  // the `to` model of a fallback block
+    json replay_blocks = json::array();
+};
+
+// Adds the visible parts of `content` to `builder`, in order. Shared by the body decoder, the
+// stream decoder (on the blocks it assembled) and the replay check, so all three agree.
+Projection project_content(const json& content, std::string_view stop_reason,
+                           const ErrorOrigin& origin, detail::ResponseBuilder& builder);
+
+struct MessageSummary {
+    std::string stop_reason;
+    json stop_details;
+    RawUsage usage;
+    std::string model;
+    std::string request_id;
+    std::string replay_model;
+};
+
+ChatResponse finish_response(detail::ResponseBuilder& builder, const Projection& projection,
+                             const MessageSummary& summary, const std::string& provider);
+
+/// The decoder of a Messages stream (SSE).
+std::unique_ptr<StreamDecoder> make_stream_decoder(std::string provider, std::string model);
+
+}  // namespace ullm::detail::anthropic
