@@ -29,4 +29,16 @@ std::string string_field(const json& object, std::string_view key) {
     return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+const json* array_field(const json& object, std::string_view key) {
+    if (!object.is_object()) return nullptr;
+    const auto it = object.find(key);
+    return it != object.end() && it->is_array() ? &*it : nullptr;
+}
+
+const json* object_field(const json& object, std::string_view key) {
+    if (!object.is_object()) return nullptr;
+    const auto it = object.find(key);
+    return it != object.end() && it->is_object() ? &*it : nullptr;
+}
+
 }  // namespace ullm::detail

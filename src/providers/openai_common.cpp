@@ -50,4 +50,8 @@ json openai_tool_choice(const ToolChoice& choice, const json& named) {
     return "auto";
 }
 
+std::string tool_result_text(const ToolResultPart& result) {
+    return result.result.is_string() ? result.result.get<std::string>() : result.result.dump();
+}
+
 }  // namespace ullm::detail

@@ -3,6 +3,7 @@
 // Internal to the two OpenAI adapters (Chat Completions and Responses): what both APIs share.
 
 #include <ullm/core/json.hpp>
+#include <ullm/core/message.hpp>
 #include <ullm/http/http_types.hpp>
 #include <ullm/providers/chat.hpp>
 
@@ -31,5 +32,9 @@ HttpRequest openai_http_request(std::string url, const json& body, bool stream,
 /// (`{"type":"function","function":{"name":…}}` for Chat, `{"type":"function","name":…}` for
 /// Responses).
 json openai_tool_choice(const ToolChoice& choice, const json& named);
+
+/// A tool result as both APIs send it back: a string result as it is, anything else as JSON
+/// text.
+std::string tool_result_text(const ToolResultPart& result);
 
 }  // namespace ullm::detail
