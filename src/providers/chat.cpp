@@ -1,8 +1,5 @@
 #include <ullm/providers/chat.hpp>
 
-#include <ullm/core/error.hpp>
-#include <ullm/providers/provider.hpp>
-
 namespace ullm {
 
 std::string_view to_string(FinishReason reason) noexcept {
@@ -43,16 +40,6 @@ std::string_view to_string(StreamEvent::Type type) noexcept {
             return "done";
     }
     return "done";
-}
-
-ChatResponse Provider::respond(const ChatRequest&, std::stop_token) const {
-    throw ProviderCapabilityError("not_offline",
-                                  std::string(name()) + " answers over HTTP, not offline");
-}
-
-std::unique_ptr<EventSource> Provider::respond_stream(const ChatRequest&, std::stop_token) const {
-    throw ProviderCapabilityError("not_offline",
-                                  std::string(name()) + " answers over HTTP, not offline");
 }
 
 }  // namespace ullm
