@@ -17,10 +17,19 @@
 #include <vector>
 
 #include "mentions.hpp"
+#include "pointer.hpp"
 
 namespace ullm {
 
 namespace {
+
+using detail::join_pointer;
+using detail::parse_index;
+using detail::pointer_step;
+using detail::quote;
+using detail::show;
+using detail::split_pointer;
+using detail::type_name;
 
 // Who a cell belongs to: the caller keeps its cells until it releases them; the cells a run
 // makes go once nothing needs them.
@@ -47,111 +56,8 @@ struct Cell {
 // whichever is more (and before it would pass `max_cells`).
 constexpr std::size_t min_collection_growth = 1024;
 
-// `text` as a JSON string, bounded and safe to show whatever bytes it holds.
-std::string quote(std::string_view text, std::size_t limit = 120) {
-    std::string out = json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-    if (out.size() > limit) out = out.substr(0, limit) + "...";
-    return out;
-}
-
 [[noreturn]] void fail(const char* code, const std::string& message) {
     throw DialogError(code, message);
-}
-
-std::string show(const CellLink& link) {
-    return quote(link.to_string());
-}
-
-// The unescaped reference tokens of `link.pointer`.
-std::vector<std::string> split_pointer(const CellLink& link) {
-    const std::string& pointer = link.pointer;
-    std::vector<std::string> tokens;
-    if (pointer.empty()) return tokens;
-    if (pointer.front() != '/') {
-        fail("invalid_link", "The path of " + show(link) + " must be empty or start with '/'.");
-    }
-    std::string token;
-    for (std::size_t i = 1; i <= pointer.size(); ++i) {
-        if (i == pointer.size() || pointer[i] == '/') {
-            tokens.push_back(std::move(token));
-            token.clear();
-            continue;
-        }
-        if (pointer[i] != '~') {
-            token.push_back(pointer[i]);
-            continue;
-        }
-        if (i + 1 < pointer.size() && pointer[i + 1] == '0') {
-            token.push_back('~');
-        } else if (i + 1 < pointer.size() && pointer[i + 1] == '1') {
-            token.push_back('/');
-        } else {
-            fail("invalid_link", "The path of " + show(link) +
-                                     " has a '~' that is not an escape: write ~0 for '~' and ~1 "
-                                     "for '/'.");
-        }
-        ++i;
-    }
-    return tokens;
-}
-
-std::string join_pointer(const std::vector<std::string>& tokens, std::size_t from = 0) {
-    std::string out;
-    for (std::size_t i = from; i < tokens.size(); ++i) out = detail::pointer_append(out, tokens[i]);
-    return out;
-}
-
-// An RFC 6901 array index: "0" or digits without a leading zero. npos when it is not one.
-std::size_t parse_index(std::string_view token) {
-    if (token.empty() || token.size() > 15) return std::string_view::npos;
-    if (token.size() > 1 && token.front() == '0') return std::string_view::npos;
-    std::size_t index = 0;
-    for (const char c : token) {
-        if (c < '0' || c > '9') return std::string_view::npos;
-        index = index * 10 + static_cast<std::size_t>(c - '0');
-    }
-    return index;
-}
-
-const char* type_name(const json& value) {
-    switch (value.type()) {
-        case json::value_t::object:
-            return "an object";
-        case json::value_t::array:
-            return "an array";
-        case json::value_t::string:
-            return "a string";
-        case json::value_t::boolean:
-            return "a boolean";
-        case json::value_t::null:
-            return "null";
-        default:
-            return "a number";
-    }
-}
-
-// The child of `node` at `token`, or an `invalid_link` naming what is there instead.
-const json& step(const json& node, const std::string& token, const CellLink& at,
-                 const CellLink& requested) {
-    const std::string where = at.pointer.empty() ? std::string("the root") : quote(at.pointer);
-    if (node.is_object()) {
-        const auto found = node.find(token);
-        if (found != node.end()) return *found;
-        fail("invalid_link", show(requested) + " does not resolve: there is no key " +
-                                 quote(token) + " at " + where + " of " + show({at.cell_id, {}}) +
-                                 ".");
-    }
-    if (node.is_array()) {
-        const std::size_t index = parse_index(token);
-        if (index != std::string_view::npos && index < node.size()) return node[index];
-        fail("invalid_link", show(requested) + " does not resolve: " + where + " of " +
-                                 show({at.cell_id, {}}) + " is an array of " +
-                                 std::to_string(node.size()) + " elements and " + quote(token) +
-                                 " is not one of its indexes.");
-    }
-    fail("invalid_link", show(requested) + " does not resolve: " + where + " of " +
-                             show({at.cell_id, {}}) + " is " + type_name(node) +
-                             ", which has no members.");
 }
 
 // The link stored in `node` (an `is_link_object`), re-thrown with where it was found.
@@ -404,7 +310,7 @@ struct CellSpace::State {
                     break;
                 }
                 if (last) break;
-                node = &step(*node, tokens[i], at, link);
+                node = &pointer_step(*node, tokens[i], at, link);
                 at.pointer = detail::pointer_append(at.pointer, tokens[i]);
             }
             if (!jumped) {
