@@ -127,7 +127,7 @@ int main() try {
     chat("custom manager", std::make_shared<QuestionsOnly>());
     try {
         chat("invalid output", std::make_shared<WithNote>());
-    } catch (const ullm::ProviderCapabilityError& error) {
+    } catch (const ullm::InvalidOptionError& error) {
         fmt::print("{} (status {})\n", error.what(), error.status());
     }
     return 0;

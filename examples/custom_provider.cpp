@@ -55,7 +55,7 @@ public:
         for (const auto& message : request.messages) {
             for (const auto& part : message.parts) {
                 if (!std::holds_alternative<ullm::TextPart>(part)) {
-                    throw ullm::ProviderCapabilityError("unsupported_option",
+                    throw ullm::ProviderCapabilityError(ullm::ErrorCode::unsupported_option,
                                                         "tiny takes plain text turns only");
                 }
             }
@@ -98,7 +98,8 @@ public:
 
     [[nodiscard]] std::unique_ptr<ullm::StreamDecoder> stream_decoder(
         const ullm::ChatRequest&) const override {
-        throw ullm::ProviderCapabilityError("unsupported_option", "tiny does not stream");
+        throw ullm::ProviderCapabilityError(ullm::ErrorCode::unsupported_option,
+                                            "tiny does not stream");
     }
 
 private:

@@ -23,8 +23,8 @@ namespace detail {
 
 void check_budget(const std::optional<double>& usd, const char* what) {
     if (usd && (!std::isfinite(*usd) || *usd < 0)) {
-        throw ProviderCapabilityError(
-            "invalid_budget",
+        throw InvalidOptionError(
+            ErrorCode::invalid_budget,
             std::string(what) + " must be a finite number of USD that is not negative");
     }
 }
@@ -32,8 +32,8 @@ void check_budget(const std::optional<double>& usd, const char* what) {
 void check_budget_action(BudgetAction action) {
     if (action != BudgetAction::throw_error && action != BudgetAction::warn &&
         action != BudgetAction::skip) {
-        throw ProviderCapabilityError("invalid_budget_action",
-                                      "budget_action must be throw, warn or skip");
+        throw InvalidOptionError(ErrorCode::invalid_budget_action,
+                                 "budget_action must be throw, warn or skip");
     }
 }
 

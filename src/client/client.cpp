@@ -384,7 +384,7 @@ private:
             while (http_->read(chunk)) failed.body += chunk;
             // decode() of an error status throws the mapped error.
             (void)route_.provider->decode(failed, request_);
-            throw ProviderError("invalid_provider_response",
+            throw ProviderError(ErrorCode::invalid_provider_response,
                                 "HTTP " + std::to_string(head.status) + " without an error", 502,
                                 false, {std::string(route_.provider->name()), request_.model, ""});
         }
@@ -402,7 +402,7 @@ private:
         if (const auto encoding = head.header("content-encoding")) {
             const std::string value = ascii_lower(*encoding);
             if (!value.empty() && value != "identity") {
-                throw ProviderError("invalid_provider_response",
+                throw ProviderError(ErrorCode::invalid_provider_response,
                                     "the stream came with Content-Encoding \"" + *encoding +
                                         "\", which was not asked for",
                                     502, false, origin());
@@ -411,7 +411,7 @@ private:
         if (const auto type = head.header("content-type")) {
             if (ascii_lower(*type).starts_with("text/html")) {
                 throw ProviderError(
-                    "invalid_provider_response",
+                    ErrorCode::invalid_provider_response,
                     "the stream is an HTML page (Content-Type " + *type + "), not an event stream",
                     502, false, origin());
             }
@@ -547,7 +547,7 @@ Client Client::from_env(ClientOptions options) {
 }
 
 void Client::add_provider(std::shared_ptr<const Provider> provider) {
-    if (!provider) throw ProviderCapabilityError("invalid_provider", "the provider is null");
+    if (!provider) throw InvalidOptionError(ErrorCode::invalid_provider, "the provider is null");
     std::unique_lock lock(state_->mutex);
     state_->providers[std::string(provider->name())] = std::move(provider);
 }
@@ -566,8 +566,8 @@ const RetryPolicy& Client::retry_policy() const noexcept {
 Route Client::route(std::string_view model) const {
     if (model.empty()) model = state_->default_model;
     if (model.empty()) {
-        throw ProviderCapabilityError("invalid_model",
-                                      "the request names no model and the client has no default");
+        throw InvalidOptionError(ErrorCode::invalid_model,
+                                 "the request names no model and the client has no default");
     }
     std::shared_lock lock(state_->mutex);
     if (const auto slash = model.find('/'); slash != std::string_view::npos) {
@@ -575,8 +575,8 @@ Route Client::route(std::string_view model) const {
         if (it != state_->providers.end()) {
             const auto rest = model.substr(slash + 1);
             if (rest.empty()) {
-                throw ProviderCapabilityError(
-                    "invalid_model",
+                throw InvalidOptionError(
+                    ErrorCode::invalid_model,
                     "\"" + std::string(model) + "\" names a provider but no model");
             }
             return {it->second, std::string(rest)};
@@ -585,7 +585,7 @@ Route Client::route(std::string_view model) const {
     if (const auto named = route_by_name(model)) {
         const auto it = state_->providers.find(named->provider);
         if (it == state_->providers.end()) {
-            throw ProviderCapabilityError("provider_not_configured",
+            throw ProviderCapabilityError(ErrorCode::provider_not_configured,
                                           "model \"" + std::string(model) + "\" is served by " +
                                               std::string(named->provider) +
                                               ", which is not configured: set " +
@@ -595,7 +595,7 @@ Route Client::route(std::string_view model) const {
     }
     std::string known;
     for (const auto& [name, _] : state_->providers) known += (known.empty() ? "" : ", ") + name;
-    throw ProviderCapabilityError("unknown_model_route",
+    throw ProviderCapabilityError(ErrorCode::unknown_model_route,
                                   "no provider serves \"" + std::string(model) +
                                       "\"; name one as provider/model (configured: " + known + ")");
 }
@@ -695,7 +695,7 @@ BackgroundRoute background_route(const Client& client, std::string_view model) {
     background.codec = provider.offline() ? nullptr : provider.background();
     if (background.codec == nullptr) {
         throw ProviderCapabilityError(
-            "unsupported_option",
+            ErrorCode::unsupported_option,
             std::string(provider.name()) +
                 " cannot run responses in the background (the OpenAI Responses API can)");
     }
@@ -715,7 +715,7 @@ ChatResponse send_background(const Client::State& state, const BackgroundRoute& 
             if (answer.status < 200 || answer.status > 299) {
                 (void)background.codec->decode_retrieved(answer, background.request);
                 throw ProviderError(
-                    "invalid_provider_response",
+                    ErrorCode::invalid_provider_response,
                     "HTTP " + std::to_string(answer.status) + " without an error", 502, false,
                     {std::string(background.route.provider->name()), background.request.model, ""});
             }
@@ -742,8 +742,8 @@ void detail::check_poll_options(const PollOptions& options) {
                        options.max_interval >= options.initial_interval &&
                        std::isfinite(options.multiplier) && options.multiplier >= 1.0;
     if (!valid) {
-        throw ProviderCapabilityError(
-            "invalid_poll_options",
+        throw InvalidOptionError(
+            ErrorCode::invalid_poll_options,
             "PollOptions needs 0 < initial_interval <= max_interval and a finite multiplier of "
             "at least 1");
     }

@@ -15,16 +15,16 @@ namespace ullm {
 
 namespace {
 
-constexpr const char* invalid_output_code = "invalid_context_manager_output";
+constexpr ErrorCode invalid_output_code = ErrorCode::invalid_context_manager_output;
 constexpr const char* summary_heading = "Summary of the earlier conversation:\n";
 
 [[noreturn]] void invalid_output(std::size_t index, const std::string& rule) {
-    throw ProviderCapabilityError(invalid_output_code, "context manager output, message " +
-                                                           std::to_string(index) + ": " + rule);
+    throw InvalidOptionError(invalid_output_code, "context manager output, message " +
+                                                      std::to_string(index) + ": " + rule);
 }
 
 [[noreturn]] void invalid_window(const std::string& message) {
-    throw ProviderCapabilityError("invalid_context_window", message);
+    throw InvalidOptionError(ErrorCode::invalid_context_window, message);
 }
 
 bool has_tool_calls(const Message& message) {
@@ -89,9 +89,9 @@ bool is_pinned(const Message& message) {
 
 void validate_context(const std::vector<Message>& output, std::size_t input_size) {
     if (output.empty() && input_size > 0) {
-        throw ProviderCapabilityError(invalid_output_code, "context manager output is empty for " +
-                                                               std::to_string(input_size) +
-                                                               " input message(s)");
+        throw InvalidOptionError(invalid_output_code, "context manager output is empty for " +
+                                                          std::to_string(input_size) +
+                                                          " input message(s)");
     }
     // The rules a snapshot enforces, so that what is sent could also be stored.
     const detail::JsonRules rules{};
@@ -265,8 +265,8 @@ std::vector<Message> SummarisationStrategy::trim(std::vector<Message> messages) 
         // Called without the lock: a summariser may take long or call back into the library.
         std::string text = options_.summarizer(input);
         if (blank(text)) {
-            throw ProviderCapabilityError(invalid_output_code,
-                                          "the summariser returned an empty summary");
+            throw InvalidOptionError(invalid_output_code,
+                                     "the summariser returned an empty summary");
         }
         summary = Message::user(summary_heading + text);
         summary.metadata = {{"summary", true}, {"summarised_messages", summarised.size()}};

@@ -33,7 +33,7 @@ std::string generate_session_id() {
 
 void check_max_tokens(const std::optional<std::int64_t>& max_tokens) {
     if (max_tokens && *max_tokens <= 0) {
-        throw ProviderCapabilityError("invalid_max_tokens", "max_tokens must be positive");
+        throw InvalidOptionError(ErrorCode::invalid_max_tokens, "max_tokens must be positive");
     }
 }
 
@@ -42,39 +42,39 @@ void check_options(ConversationOptions& options) {
     if (options.session_id.empty()) options.session_id = generate_session_id();
     validate_session_key(options.tenant, options.session_id);
     if (options.max_tool_rounds < 0 || options.max_tool_rounds > 100) {
-        throw ProviderCapabilityError("invalid_max_tool_rounds",
-                                      "max_tool_rounds must be an integer from 0 to 100, not " +
-                                          std::to_string(options.max_tool_rounds));
+        throw InvalidOptionError(ErrorCode::invalid_max_tool_rounds,
+                                 "max_tool_rounds must be an integer from 0 to 100, not " +
+                                     std::to_string(options.max_tool_rounds));
     }
     if (options.tool_execution_timeout <= std::chrono::milliseconds::zero() ||
         options.tool_execution_timeout > std::chrono::milliseconds(300'000)) {
-        throw ProviderCapabilityError(
-            "invalid_tool_execution_timeout",
+        throw InvalidOptionError(
+            ErrorCode::invalid_tool_execution_timeout,
             "tool_execution_timeout must be positive and at most 300000 ms, not " +
                 std::to_string(options.tool_execution_timeout.count()) + " ms");
     }
     if (options.max_parallel_tool_calls < 1 || options.max_parallel_tool_calls > 256) {
-        throw ProviderCapabilityError("invalid_max_parallel_tool_calls",
-                                      "max_parallel_tool_calls must be from 1 to 256, not " +
-                                          std::to_string(options.max_parallel_tool_calls));
+        throw InvalidOptionError(ErrorCode::invalid_max_parallel_tool_calls,
+                                 "max_parallel_tool_calls must be from 1 to 256, not " +
+                                     std::to_string(options.max_parallel_tool_calls));
     }
     if (options.tool_validation != ValidationMode::strict &&
         options.tool_validation != ValidationMode::permissive) {
-        throw ProviderCapabilityError("invalid_tool_validation",
-                                      "tool_validation must be strict or permissive");
+        throw InvalidOptionError(ErrorCode::invalid_tool_validation,
+                                 "tool_validation must be strict or permissive");
     }
     check_max_tokens(options.max_tokens);
     if (options.temperature && (!std::isfinite(*options.temperature) || *options.temperature < 0 ||
                                 *options.temperature > 2)) {
-        throw ProviderCapabilityError("invalid_temperature",
-                                      "temperature must be a number from 0 to 2");
+        throw InvalidOptionError(ErrorCode::invalid_temperature,
+                                 "temperature must be a number from 0 to 2");
     }
     detail::check_budget(options.budget_usd, "budget_usd");
     detail::check_budget_action(options.budget_action);
     detail::check_poll_options(options.background_poll);
     if (!options.provider_options.is_object()) {
-        throw ProviderCapabilityError("invalid_provider_options",
-                                      "provider_options must be a JSON object");
+        throw InvalidOptionError(ErrorCode::invalid_provider_options,
+                                 "provider_options must be a JSON object");
     }
     validate_tools(options.tools);
     if (options.tool_choice) {
@@ -82,15 +82,15 @@ void check_options(ConversationOptions& options) {
         const bool forced =
             choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::tool;
         if (forced && options.tools.empty()) {
-            throw ProviderCapabilityError("invalid_tool_choice",
-                                          "tool_choice forces a tool call but no tools are given");
+            throw InvalidOptionError(ErrorCode::invalid_tool_choice,
+                                     "tool_choice forces a tool call but no tools are given");
         }
         if (choice.mode == ToolChoice::Mode::tool &&
             std::none_of(options.tools.begin(), options.tools.end(),
                          [&](const Tool& tool) { return tool.name() == choice.name; })) {
-            throw ProviderCapabilityError("unknown_tool_choice",
-                                          "tool_choice names \"" + choice.name +
-                                              "\", which is not one of the conversation's tools");
+            throw InvalidOptionError(ErrorCode::unknown_tool_choice,
+                                     "tool_choice names \"" + choice.name +
+                                         "\", which is not one of the conversation's tools");
         }
     }
 }

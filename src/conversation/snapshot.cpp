@@ -64,8 +64,9 @@ std::string parse_key(const json& root, const char* name) {
 void check_keys(const std::string& tenant, const std::string& session_id) {
     try {
         validate_session_key(tenant, session_id);
-    } catch (const ProviderCapabilityError& error) {
-        fail(error.code() == "invalid_tenant" ? "/tenant" : "/session_id", error.message());
+    } catch (const InvalidOptionError& error) {
+        fail(error.error_code() == ErrorCode::invalid_tenant ? "/tenant" : "/session_id",
+             error.message());
     }
 }
 

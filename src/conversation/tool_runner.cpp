@@ -83,13 +83,13 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
             // A turn this callback starts on its own conversation is refused, never waited for.
             queue->enter_tool_thread();
             if (!unknown.empty() && registry->find(call.name) == nullptr) {
-                outcome = {unknown, true, "unknown_tool"};
+                outcome = {unknown, true, detail::report(ErrorCode::unknown_tool)};
             } else {
                 outcome = registry->run(call.name, call.arguments, context, validation);
             }
         } catch (...) {
             outcome.is_error = true;  // Only bad_alloc gets here.
-            outcome.error_code = "tool_execution_failed";
+            outcome.error_code = detail::report(ErrorCode::tool_execution_failed);
         }
         outcome.result = valid_utf8(std::move(outcome.result));
         // The guard drops before the result is visible, so that the turn that reads the
@@ -111,7 +111,7 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
         queue->tool_finished();
         std::lock_guard lock(state->mutex);
         state->outcome = {"Error: tool \"" + call.name + "\" could not be started", true,
-                          "tool_execution_failed"};
+                          detail::report(ErrorCode::tool_execution_failed)};
         state->done = true;
     }
     return state;

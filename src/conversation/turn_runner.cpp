@@ -414,8 +414,11 @@ private:
     // Commits the user message and the finished rounds of an interrupted turn, every call
     // answered, then the message `on_interrupted_turn` returns.
     void keep_interrupted(const std::exception_ptr& error) {
-        InterruptedTurn interrupted{"cancelled", "the turn was abandoned", unrun_calls_};
-        if (error) {
+        InterruptedTurn interrupted{std::string(to_string(ErrorCode::cancelled)),
+                                    "the turn was abandoned", unrun_calls_};
+        if (!error) {
+            detail::note_reported(ErrorCode::cancelled);
+        } else {
             try {
                 std::rethrow_exception(error);
             } catch (const SessionStoreConflictError&) {
@@ -424,7 +427,7 @@ private:
                 interrupted.code = failure.code();
                 interrupted.message = failure.message();
             } catch (const std::exception& failure) {
-                interrupted.code = "turn_failed";
+                interrupted.code = detail::report(ErrorCode::turn_failed);
                 interrupted.message = failure.what();
             }
         }
@@ -437,7 +440,7 @@ private:
             results.reserve(calls.size());
             for (const auto& call : calls) {
                 results.push_back({call.id, call.name,
-                                   interrupted.code == "cancelled"
+                                   interrupted.code == to_string(ErrorCode::cancelled)
                                        ? std::string(detail::tool_call_cancelled_text)
                                        : "Tool call not run: " + interrupted.message,
                                    true});

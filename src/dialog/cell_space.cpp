@@ -56,7 +56,7 @@ struct Cell {
 // whichever is more (and before it would pass `max_cells`).
 constexpr std::size_t min_collection_growth = 1024;
 
-[[noreturn]] void fail(const char* code, const std::string& message) {
+[[noreturn]] void fail(ErrorCode code, const std::string& message) {
     throw DialogError(code, message);
 }
 
@@ -65,7 +65,7 @@ CellLink stored_link(const json& node, const CellLink& at) {
     try {
         return parse_link(node);
     } catch (const DialogError& error) {
-        fail("invalid_link",
+        fail(ErrorCode::invalid_link,
              "The link stored at " + show(at) + " is malformed: " + error.message());
     }
 }
@@ -194,7 +194,7 @@ void check_value(const CompiledSchema& schema, const json& value, const std::str
     try {
         schema.validate_value(value);
     } catch (const ToolArgumentError& error) {
-        fail("invalid_cell_value",
+        fail(ErrorCode::invalid_cell_value,
              "The value at " + show({cell_id, error.path()}) + " " + error.reason() + ".");
     }
 }
@@ -207,11 +207,11 @@ SharedSchema compile_schema(json schema, bool object_root) {
             object_root ? CompiledSchema::parameters(std::move(schema))
                         : CompiledSchema::value(std::move(schema)));
     } catch (const ToolDefinitionError& error) {
-        fail("invalid_cell_schema", error.message());
+        fail(ErrorCode::invalid_cell_schema, error.message());
     }
 }
 
-void check_safe(const json& value, const char* code, const std::string& what) {
+void check_safe(const json& value, ErrorCode code, const std::string& what) {
     const auto violation = detail::check_json_rules(value, "");
     if (!violation.constraint.empty()) {
         fail(code, what + " is not accepted: at " + quote(violation.path) + " " +
@@ -240,7 +240,7 @@ struct CellSpace::State {
     void refuse_pattern_writes() const {
         if (std::find(running_patterns.begin(), running_patterns.end(), this) !=
             running_patterns.end()) {
-            fail("pattern_write_denied",
+            fail(ErrorCode::pattern_write_denied,
                  "A pattern cannot write the caller's cells: it sees them read-only and returns "
                  "its result instead. Use a handler to change caller state.");
         }
@@ -250,8 +250,8 @@ struct CellSpace::State {
     const Cell& cell(const CellLink& link) const {
         const auto found = cells.find(link.cell_id);
         if (found == cells.end()) {
-            fail("unknown_cell", "There is no cell " + show({link.cell_id, {}}) +
-                                     ": use a link shown under # Available Cells.");
+            fail(ErrorCode::unknown_cell, "There is no cell " + show({link.cell_id, {}}) +
+                                              ": use a link shown under # Available Cells.");
         }
         return found->second;
     }
@@ -260,9 +260,10 @@ struct CellSpace::State {
     const Cell& data_cell(const CellLink& link) const {
         const Cell& found = cell(link);
         if (found.kind != CellKind::data) {
-            fail("not_a_data_cell", show({link.cell_id, {}}) + " is a " +
-                                        (found.kind == CellKind::handler ? "handler" : "pattern") +
-                                        " cell and holds no value to read or write.");
+            fail(ErrorCode::not_a_data_cell,
+                 show({link.cell_id, {}}) + " is a " +
+                     (found.kind == CellKind::handler ? "handler" : "pattern") +
+                     " cell and holds no value to read or write.");
         }
         return found;
     }
@@ -294,16 +295,17 @@ struct CellSpace::State {
                     if (std::find(visited.begin(), visited.end(), key) != visited.end()) {
                         std::string chain;
                         for (const auto& step_link : visited) chain += step_link + " -> ";
-                        fail("invalid_link", show(link) +
-                                                 " does not resolve: the links stored "
-                                                 "in the cells form a cycle: " +
-                                                 chain + key + ".");
+                        fail(ErrorCode::invalid_link, show(link) +
+                                                          " does not resolve: the links stored "
+                                                          "in the cells form a cycle: " +
+                                                          chain + key + ".");
                     }
                     if (visited.size() > max_link_hops) {
-                        fail("invalid_link", show(link) +
-                                                 " does not resolve: it passes through "
-                                                 "more than " +
-                                                 std::to_string(max_link_hops) + " stored links.");
+                        fail(ErrorCode::invalid_link, show(link) +
+                                                          " does not resolve: it passes through "
+                                                          "more than " +
+                                                          std::to_string(max_link_hops) +
+                                                          " stored links.");
                     }
                     current = std::move(next);
                     jumped = true;
@@ -334,21 +336,22 @@ struct CellSpace::State {
     std::string claim_id(std::string id) {
         if (id.empty()) return fresh_id();
         if (id.size() < min_cell_id_length) {
-            fail("invalid_cell_id", "cell id " + quote(id) + " is shorter than " +
-                                        std::to_string(min_cell_id_length) +
-                                        " characters; short ids read as names to a model");
+            fail(ErrorCode::invalid_cell_id, "cell id " + quote(id) + " is shorter than " +
+                                                 std::to_string(min_cell_id_length) +
+                                                 " characters; short ids read as names to a model");
         }
         const bool bad_byte = std::any_of(id.begin(), id.end(), [](char c) {
             const auto byte = static_cast<unsigned char>(c);
             return c == '/' || byte <= 0x20 || byte == 0x7F;
         });
         if (bad_byte || !detail::is_valid_utf8(id)) {
-            fail("invalid_cell_id", "cell id " + quote(id) +
-                                        " must be valid UTF-8 without '/', spaces or control "
-                                        "characters");
+            fail(ErrorCode::invalid_cell_id,
+                 "cell id " + quote(id) +
+                     " must be valid UTF-8 without '/', spaces or control "
+                     "characters");
         }
         if (cells.count(id) != 0) {
-            fail("invalid_cell_id", "cell id " + quote(id) + " is already in use");
+            fail(ErrorCode::invalid_cell_id, "cell id " + quote(id) + " is already in use");
         }
         return id;
     }
@@ -363,7 +366,7 @@ struct CellSpace::State {
             collect_locked(released);
         }
         if (cells.size() >= options.max_cells) {
-            fail("cell_space_full",
+            fail(ErrorCode::cell_space_full,
                  "The cell space is full: it holds its limit of " +
                      std::to_string(options.max_cells) +
                      " cells and every one is still in use. Release cells the caller no longer "
@@ -432,12 +435,13 @@ struct CellSpace::State {
         const auto found = cells.find(link.cell_id);
         if (found == cells.end()) (void)cell(link);  // throws unknown_cell
         if (!link.pointer.empty()) {
-            fail("invalid_link", "Only a whole cell can be released: " + show(link) +
-                                     " has a path; release " + show({link.cell_id, {}}) + ".");
+            fail(ErrorCode::invalid_link, "Only a whole cell can be released: " + show(link) +
+                                              " has a path; release " + show({link.cell_id, {}}) +
+                                              ".");
         }
         for (const auto& [hold, ids] : holds) {
             if (ids.count(link.cell_id) != 0) {
-                fail("cell_in_use",
+                fail(ErrorCode::cell_in_use,
                      show({link.cell_id, {}}) +
                          " is still in use and was not released: it is held (by a run in "
                          "progress, a dialog instance's pins, pattern instances or transcript, a "
@@ -446,10 +450,11 @@ struct CellSpace::State {
         }
         mark_in_use(&link.cell_id);
         if (found->second.mark == epoch) {
-            fail("cell_in_use", show({link.cell_id, {}}) +
-                                    " is still in use and was not released: a cell that is "
-                                    "kept links to it (a stored link or an /of: text) or binds "
-                                    "it as a handler's cell.");
+            fail(ErrorCode::cell_in_use,
+                 show({link.cell_id, {}}) +
+                     " is still in use and was not released: a cell that is "
+                     "kept links to it (a stored link or an /of: text) or binds "
+                     "it as a handler's cell.");
         }
         if (found->second.origin != Origin::caller) --run_cells;
         released.push_back(std::move(found->second));
@@ -503,8 +508,9 @@ struct CellSpace::State {
             const json& parent = locate({link.cell_id, join_pointer(tokens)}, true, target);
             if (is_link_object(parent)) {
                 // `locate` stops on a link to a handler or pattern cell: nothing to write into.
-                fail("not_a_data_cell", show(link) + " does not resolve to a value: " +
-                                            show(target) + " links to a handler or pattern cell.");
+                fail(ErrorCode::not_a_data_cell,
+                     show(link) + " does not resolve to a value: " + show(target) +
+                         " links to a handler or pattern cell.");
             }
         }
         const CellLink place = link.pointer.empty() ? target : target.child(last);
@@ -512,7 +518,7 @@ struct CellSpace::State {
         if (writable != nullptr &&
             std::none_of(writable->begin(), writable->end(),
                          [&](const CellLink& allowed) { return inside_link(allowed, place); })) {
-            fail("handler_write_denied",
+            fail(ErrorCode::handler_write_denied,
                  "This handler may not write " + show(place) +
                      ": it may write only the cells it was bound to and its result cell.");
         }
@@ -522,9 +528,9 @@ struct CellSpace::State {
             {.max_depth =
                  detail::max_json_depth > place_depth ? detail::max_json_depth - place_depth : 0});
         if (!violation.constraint.empty()) {
-            fail("invalid_cell_value", "The value for " + show(place) + " is not accepted: at " +
-                                           quote(violation.path) + " " + violation.constraint +
-                                           ".");
+            fail(ErrorCode::invalid_cell_value,
+                 "The value for " + show(place) + " is not accepted: at " + quote(violation.path) +
+                     " " + violation.constraint + ".");
         }
         Cell& holder = cells.find(place.cell_id)->second;
         if (!holder.schema) {
@@ -560,13 +566,13 @@ struct CellSpace::State {
                 node.push_back(std::move(value));
                 return;
             }
-            fail("invalid_link", show(link) + " does not resolve: the array at " + show(parent) +
-                                     " has " + std::to_string(node.size()) +
-                                     " elements; write an index up to " +
-                                     std::to_string(node.size()) + " or \"-\" to append.");
+            fail(ErrorCode::invalid_link, show(link) + " does not resolve: the array at " +
+                                              show(parent) + " has " + std::to_string(node.size()) +
+                                              " elements; write an index up to " +
+                                              std::to_string(node.size()) + " or \"-\" to append.");
         }
-        fail("invalid_link", show(link) + " does not resolve: " + show(parent) + " is " +
-                                 type_name(node) + ", which has no members.");
+        fail(ErrorCode::invalid_link, show(link) + " does not resolve: " + show(parent) + " is " +
+                                          type_name(node) + ", which has no members.");
     }
 };
 
@@ -607,7 +613,7 @@ CellSpace::~CellSpace() = default;
 
 CellLink CellSpace::create(json value, std::optional<json> schema, std::string id) {
     state_->refuse_pattern_writes();
-    check_safe(value, "invalid_cell_value", "The cell value");
+    check_safe(value, ErrorCode::invalid_cell_value, "The cell value");
     SharedSchema compiled = schema ? compile_schema(std::move(*schema), false) : nullptr;
     if (compiled) check_value(*compiled, value, id.empty() ? "<new cell>" : id);
     Cell cell;
@@ -618,7 +624,7 @@ CellLink CellSpace::create(json value, std::optional<json> schema, std::string i
 
 CellLink CellSpace::add_handler(CellHandler handler, std::string id) {
     state_->refuse_pattern_writes();
-    if (!handler.run) fail("invalid_cell_value", "a handler cell needs a `run` callable");
+    if (!handler.run) fail(ErrorCode::invalid_cell_value, "a handler cell needs a `run` callable");
     SharedSchema input_schema = compile_schema(handler.input_schema, true);
     for (const auto& bound : handler.writes) (void)kind(bound);
     Cell cell;
@@ -631,7 +637,7 @@ CellLink CellSpace::add_handler(CellHandler handler, std::string id) {
 
 CellLink CellSpace::add_pattern(CellPattern pattern, std::string id) {
     state_->refuse_pattern_writes();
-    if (!pattern.run) fail("invalid_cell_value", "a pattern cell needs a `run` callable");
+    if (!pattern.run) fail(ErrorCode::invalid_cell_value, "a pattern cell needs a `run` callable");
     SharedSchema argument_schema = compile_schema(pattern.argument_schema, true);
     SharedSchema result_schema = compile_schema(pattern.result_schema, false);
     Cell cell;
@@ -682,7 +688,7 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
         result_schema = cell.result_schema;
     }
     if (!found) {
-        fail("not_a_pattern_cell", show({link.cell_id, {}}) + " is not a pattern cell.");
+        fail(ErrorCode::not_a_pattern_cell, show({link.cell_id, {}}) + " is not a pattern cell.");
     }
     argument_schema->validate_arguments(argument);
     // The instance's own cells are not caller state: created even inside another pattern.
@@ -702,14 +708,14 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
     }
     const auto violation = detail::check_json_rules(value, "");
     if (!violation.constraint.empty()) {
-        fail("invalid_pattern_result", "The pattern's result is not accepted: at " +
-                                           quote(violation.path) + " " + violation.constraint +
-                                           ".");
+        fail(ErrorCode::invalid_pattern_result, "The pattern's result is not accepted: at " +
+                                                    quote(violation.path) + " " +
+                                                    violation.constraint + ".");
     }
     try {
         result_schema->validate_value(value);
     } catch (const ToolArgumentError& error) {
-        fail("invalid_pattern_result",
+        fail(ErrorCode::invalid_pattern_result,
              "The pattern's result " +
                  (error.path().empty() ? std::string("(root)") : quote(error.path())) + " " +
                  error.reason() + ".");
@@ -734,7 +740,7 @@ HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGua
         input_schema = cell.input_schema;
     }
     if (!found) {
-        fail("not_a_handler_cell", show({link.cell_id, {}}) + " is not a handler cell.");
+        fail(ErrorCode::not_a_handler_cell, show({link.cell_id, {}}) + " is not a handler cell.");
     }
     const auto properties = found->input_schema.find("properties");
     const bool declares_result = properties != found->input_schema.end() &&
@@ -764,7 +770,7 @@ HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGua
         if (!result_cell &&
             std::none_of(found->writes.begin(), found->writes.end(),
                          [&](const CellLink& bound) { return inside_link(bound, run.result); })) {
-            fail("handler_write_denied",
+            fail(ErrorCode::handler_write_denied,
                  "The result link must be a result location of an earlier call or point into a "
                  "cell this handler may write; leave \"result\" out to get a fresh result "
                  "cell.");
@@ -784,7 +790,7 @@ HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGua
     try {
         run.value = get(run.result);
     } catch (const DialogError& error) {
-        if (error.code() != "invalid_link") throw;
+        if (error.error_code() != ErrorCode::invalid_link) throw;
     }
     return run;
 }

@@ -20,7 +20,7 @@ constexpr const char* unrun_calls_text = "Some tool calls failed to execute. Ple
 
 // The assistant message that ends a failed turn's transcript; none for a cancel.
 std::optional<std::string> failure_text(const InterruptedTurn& turn) {
-    if (turn.code == "cancelled") return std::nullopt;
+    if (turn.code == to_string(ErrorCode::cancelled)) return std::nullopt;
     if (turn.unrun_calls > 0) return unrun_calls_text;
     return "I encountered an error generating a response: " + turn.message;
 }
@@ -222,18 +222,18 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
         // Tools may outlive the dialog (a tool that ignores its stop token): they hold it weakly.
         const std::weak_ptr<State> dialog = weak_from_this();
         for (const auto& declaration : registry.declarations()) {
-            tools.push_back(
-                define_tool({.name = declaration.name,
-                             .description = declaration.description,
-                             .parameters = declaration.parameters,
-                             .execute = [dialog, weak, tool = declaration.name](
-                                            const json& input, ToolContext& context) -> json {
-                                 const auto self = dialog.lock();
-                                 const auto owner = weak.lock();
-                                 if (!self || !owner)
-                                     throw ToolResultError("The dialog is gone.", "cancelled");
-                                 return self->run_tool(*owner, tool, input, context);
-                             }}));
+            tools.push_back(define_tool(
+                {.name = declaration.name,
+                 .description = declaration.description,
+                 .parameters = declaration.parameters,
+                 .execute = [dialog, weak, tool = declaration.name](const json& input,
+                                                                    ToolContext& context) -> json {
+                     const auto self = dialog.lock();
+                     const auto owner = weak.lock();
+                     if (!self || !owner)
+                         throw ToolResultError("The dialog is gone.", ErrorCode::cancelled);
+                     return self->run_tool(*owner, tool, input, context);
+                 }}));
         }
         std::shared_ptr<SessionStore> store;
         if (options.session_store) {
@@ -290,7 +290,7 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
             std::lock_guard lock(instance.mutex);
             if (!instance.current(context.turn_tag)) {
                 throw ToolResultError("The turn was cancelled; the result was not stored.",
-                                      "cancelled");
+                                      ErrorCode::cancelled);
             }
             // The first call of a round is the result (calls run in call order); a later
             // round's call overwrites it.
@@ -314,7 +314,7 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
         if (outcome.is_error) {
             throw ToolResultError(outcome.result.is_string() ? outcome.result.get<std::string>()
                                                              : outcome.result.dump(),
-                                  outcome.error_code.empty() ? "tool_error" : outcome.error_code);
+                                  outcome.error_code);
         }
         return outcome.result;
     }
@@ -357,7 +357,7 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
                     "A turn of this instance is running; the message was ignored. Cancel it "
                     "before sending a replacement.",
                     instance->result,
-                    "turn_in_progress",
+                    detail::report(ErrorCode::turn_in_progress),
                     nullptr};
         }
         id = std::max(instance->turn_id.load(), instance->stored_turn_id) + 1;

@@ -22,8 +22,8 @@ ToolOutcome ok(json result) {
     return {std::move(result), false, {}};
 }
 
-ToolOutcome error(std::string code, std::string text) {
-    return {std::move(text), true, std::move(code)};
+ToolOutcome error(ErrorCode code, std::string text) {
+    return {std::move(text), true, detail::report(code)};
 }
 
 // The parameter schema of a path-taking built-in. A link may arrive as a string or as
@@ -106,16 +106,16 @@ json inline_refs(const json& node, const json& root, std::set<std::string>& visi
     if (const auto ref = node.find("$ref"); ref != node.end() && ref->is_string()) {
         const std::string target = ref->get<std::string>();
         if (target.rfind("#/", 0) != 0) {
-            throw ToolDefinitionError("invalid_tool_schema",
+            throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
                                       "only local references can be inlined, not " + target);
         }
         if (visiting.count(target) != 0) {
-            throw ToolDefinitionError("invalid_tool_schema",
+            throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
                                       "the reference " + target + " refers to itself");
         }
         const json::json_pointer pointer(target.substr(1));
         if (!root.contains(pointer)) {
-            throw ToolDefinitionError("invalid_tool_schema",
+            throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
                                       "the reference " + target + " points to nothing");
         }
         visiting.insert(target);
@@ -144,8 +144,9 @@ DialogTool DialogTool::handler(std::string name, CellLink handler_cell, std::str
 DialogTool DialogTool::pattern(std::string name, CellLink pattern_cell, json prefilled,
                                std::string description) {
     if (!prefilled.is_object()) {
-        throw ToolDefinitionError("invalid_tool_schema", "the pre-filled parameters of \"" + name +
-                                                             "\" must be a JSON object");
+        throw ToolDefinitionError(
+            ErrorCode::invalid_tool_schema,
+            "the pre-filled parameters of \"" + name + "\" must be a JSON object");
     }
     return DialogTool(std::move(name), Kind::pattern, std::move(pattern_cell), std::move(prefilled),
                       std::move(description));
@@ -189,12 +190,12 @@ DialogToolRegistry::DialogToolRegistry(std::shared_ptr<CellSpace> space,
     : space_(std::move(space)), tools_(std::move(tools)), options_(std::move(options)) {
     for (const auto& tool : tools_) {
         if (tool.name() == present_result_tool_name) {
-            throw DialogError("reserved_tool_name",
+            throw DialogError(ErrorCode::reserved_tool_name,
                               "A tool may not be named \"presentResult\": the dialog stores the "
                               "call carrying that name as its structured result.");
         }
         if (options_.builtin_tools && is_builtin(tool.name())) {
-            throw DialogError("reserved_tool_name",
+            throw DialogError(ErrorCode::reserved_tool_name,
                               "A tool may not be named \"" + tool.name() +
                                   "\": it is a built-in tool of the dialog. Rename it, or pass "
                                   "builtinTools: false to run without the built-ins.");
@@ -205,16 +206,16 @@ DialogToolRegistry::DialogToolRegistry(std::shared_ptr<CellSpace> space,
         if (tool.kind() == DialogTool::Kind::handler) {
             const auto handler = space_->handler(tool.cell());
             if (!handler) {
-                throw DialogError("unknown_cell", "the cell of tool \"" + tool.name() +
-                                                      "\" does not hold a handler");
+                throw DialogError(ErrorCode::unknown_cell, "the cell of tool \"" + tool.name() +
+                                                               "\" does not hold a handler");
             }
             if (declaration.description.empty()) declaration.description = handler->description;
             declaration.parameters = without_properties(handler->input_schema, {"result"});
         } else {
             const auto pattern = space_->pattern(tool.cell());
             if (!pattern) {
-                throw DialogError("unknown_cell", "the cell of tool \"" + tool.name() +
-                                                      "\" does not hold a pattern");
+                throw DialogError(ErrorCode::unknown_cell, "the cell of tool \"" + tool.name() +
+                                                               "\" does not hold a pattern");
             }
             if (declaration.description.empty()) declaration.description = pattern->description;
             std::vector<std::string> prefilled;
@@ -256,17 +257,17 @@ ToolOutcome DialogToolRegistry::run(std::string_view name, const json& input,
         }
         if (options_.builtin_tools && is_builtin(name)) return run_builtin(name, input, call);
         if (result_schema_ && name == present_result_tool_name) return ok(input);
-        return error("unknown_tool", unknown_tool_text);
+        return error(ErrorCode::unknown_tool, unknown_tool_text);
     } catch (const DialogError& failure) {
-        return error(failure.code(), failure.message());
+        return error(failure.error_code(), failure.message());
     } catch (const Error& failure) {
-        return error(failure.code(), failure_text(std::string(name), failure));
+        return error(failure.error_code(), failure_text(std::string(name), failure));
     } catch (const std::bad_alloc&) {
         throw;
     } catch (const std::exception& failure) {
-        return error("tool_execution_failed", failure_text(std::string(name), failure));
+        return error(ErrorCode::tool_execution_failed, failure_text(std::string(name), failure));
     } catch (...) {
-        return error("tool_execution_failed",
+        return error(ErrorCode::tool_execution_failed,
                      "Tool \"" + std::string(name) + "\" failed with an unknown error.");
     }
 }
@@ -297,7 +298,7 @@ CellWriteGuard turn_guard(const DialogCall& call) {
     if (!call.current || call.mutex == nullptr) return {};
     return [&call](const std::function<void()>& write) {
         std::lock_guard lock(*call.mutex);
-        if (!call.current()) throw DialogError("cancelled", cancelled_text);
+        if (!call.current()) throw DialogError(ErrorCode::cancelled, cancelled_text);
         write();
     };
 }
@@ -307,10 +308,10 @@ CellWriteGuard turn_guard(const DialogCall& call) {
 ToolOutcome DialogToolRegistry::run_caller_tool(const DialogTool& tool, json input,
                                                 DialogCall& call) const {
     if (!input.is_object()) {
-        return error("invalid_tool_arguments",
+        return error(ErrorCode::invalid_tool_arguments,
                      "The input of \"" + tool.name() + "\" must be a JSON object.");
     }
-    if (call.current && !call.current()) return error("cancelled", cancelled_text);
+    if (call.current && !call.current()) return error(ErrorCode::cancelled, cancelled_text);
     // The run's own cells are not shown (only their value), so they go once the call is over.
     if (tool.kind() == DialogTool::Kind::handler) {
         const HandlerRun run =
@@ -327,7 +328,8 @@ ToolOutcome DialogToolRegistry::run_caller_tool(const DialogTool& tool, json inp
 ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& input,
                                             DialogCall& call) const {
     if (!input.is_object() || !input.contains("path")) {
-        return error("invalid_tool_arguments", "The input needs a \"path\": a link to a cell.");
+        return error(ErrorCode::invalid_tool_arguments,
+                     "The input needs a \"path\": a link to a cell.");
     }
     const CellLink link = parse_link(input["path"]);
     const std::stop_token stop =
@@ -335,13 +337,14 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
     const auto guarded = [&](const auto& change) -> ToolOutcome {
         std::unique_lock<std::mutex> lock;
         if (call.mutex != nullptr) lock = std::unique_lock(*call.mutex);
-        if (call.current && !call.current()) return error("cancelled", cancelled_text);
+        if (call.current && !call.current()) return error(ErrorCode::cancelled, cancelled_text);
         return change();
     };
 
     if (name == "read") {
         if (space_->kind(link) != CellKind::data) {
-            return error("not_a_data_cell", "Path resolves to a handler; use invoke() instead.");
+            return error(ErrorCode::not_a_data_cell,
+                         "Path resolves to a handler; use invoke() instead.");
         }
         json out = {{"type", "json"}, {"value", CellSpace::render_for_model(space_->get(link))}};
         if (auto schema = space_->schema(link)) out["schema"] = std::move(*schema);
@@ -369,7 +372,7 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
         }
         const CellKind kind = space_->kind(link);
         if (kind == CellKind::handler) {
-            if (call.current && !call.current()) return error("cancelled", cancelled_text);
+            if (call.current && !call.current()) return error(ErrorCode::cancelled, cancelled_text);
             const HandlerRun run =
                 space_->run_handler(link, args, turn_guard(call), handler_context(call));
             if (run.value.is_null()) return ok(nullptr);
@@ -390,12 +393,13 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
                              call);
             });
         }
-        return error("invalid_link", "target does not resolve to a handler stream or pattern.");
+        return error(ErrorCode::invalid_link,
+                     "target does not resolve to a handler stream or pattern.");
     }
     if (name == "pin") {
         const auto label = input.find("name");
         if (label == input.end() || !label->is_string() || label->get<std::string>().empty()) {
-            return error("invalid_tool_arguments", "pin needs a \"name\": a short label.");
+            return error(ErrorCode::invalid_tool_arguments, "pin needs a \"name\": a short label.");
         }
         return guarded([&] {
             auto& pins = call.state->pins;
@@ -421,7 +425,7 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
     // updateArgument
     const auto updates = input.find("updates");
     if (updates == input.end() || !updates->is_object()) {
-        return error("invalid_tool_arguments",
+        return error(ErrorCode::invalid_tool_arguments,
                      "updates must be an object with field names and values");
     }
     std::optional<DialogInstanceState::PatternInstance> instance;
@@ -436,7 +440,7 @@ ToolOutcome DialogToolRegistry::run_builtin(std::string_view name, const json& i
         }
     }
     if (!instance) {
-        return error("invalid_link",
+        return error(ErrorCode::invalid_link,
                      "Target is not a pattern instance - no argument cell found. Use invoke() on "
                      "a pattern first and pass its @resultLocation.");
     }

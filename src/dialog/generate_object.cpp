@@ -16,7 +16,8 @@ GeneratedObject generate_object(const Client& client, std::shared_ptr<CellSpace>
                                   "generate_object needs messages that end with a user message");
     }
     if (!options.schema.is_object()) {
-        throw DialogError("invalid_cell_schema", "generate_object needs a schema (a JSON object)");
+        throw DialogError(ErrorCode::invalid_cell_schema,
+                          "generate_object needs a schema (a JSON object)");
     }
     Message prompt = std::move(messages.back());
     messages.pop_back();

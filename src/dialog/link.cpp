@@ -21,7 +21,7 @@ std::string quote(std::string_view text, std::size_t limit = 80) {
 }
 
 [[noreturn]] void link_error(const std::string& message) {
-    throw DialogError("invalid_link", message);
+    throw DialogError(ErrorCode::invalid_link, message);
 }
 
 bool is_space(char c) {

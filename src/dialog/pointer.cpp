@@ -10,7 +10,7 @@ namespace ullm::detail {
 namespace {
 
 [[noreturn]] void invalid_link(const std::string& message) {
-    throw DialogError("invalid_link", message);
+    throw DialogError(ErrorCode::invalid_link, message);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ void initialise_curl_once() {
     static const CURLcode result = curl_global_init(CURL_GLOBAL_DEFAULT);
     if (result != CURLE_OK) {
         throw TransportError(
-            "transport_error",
+            ErrorCode::transport_error,
             std::string("libcurl could not be initialised: ") + curl_easy_strerror(result), false);
     }
 }
@@ -48,7 +48,7 @@ std::string trim(std::string_view text) {
 
 // What the consumer sees of a transfer once it ends in failure.
 struct Failure {
-    std::string code;
+    ErrorCode code = ErrorCode::transport_error;
     std::string message;
     bool retryable = false;
 };
@@ -61,10 +61,10 @@ Failure classify(CURLcode result, const char* detail) {
     }
     switch (result) {
         case CURLE_OPERATION_TIMEDOUT:
-            return {"timeout", message, true};
+            return {ErrorCode::timeout, message, true};
         case CURLE_URL_MALFORMAT:
         case CURLE_UNSUPPORTED_PROTOCOL:
-            return {"invalid_url", message, false};
+            return {ErrorCode::invalid_url, message, false};
         case CURLE_PEER_FAILED_VERIFICATION:
         case CURLE_SSL_CONNECT_ERROR:
         case CURLE_SSL_CERTPROBLEM:
@@ -73,7 +73,7 @@ Failure classify(CURLcode result, const char* detail) {
         case CURLE_SSL_ISSUER_ERROR:
         case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
         case CURLE_SSL_INVALIDCERTSTATUS:
-            return {"tls_error", message, false};
+            return {ErrorCode::tls_error, message, false};
         case CURLE_COULDNT_RESOLVE_HOST:
         case CURLE_COULDNT_RESOLVE_PROXY:
         case CURLE_COULDNT_CONNECT:
@@ -84,9 +84,9 @@ Failure classify(CURLcode result, const char* detail) {
         case CURLE_HTTP2:
         case CURLE_HTTP2_STREAM:
         case CURLE_HTTP3:
-            return {"connection_failed", message, true};
+            return {ErrorCode::connection_failed, message, true};
         default:
-            return {"connection_failed", message, false};
+            return {ErrorCode::connection_failed, message, false};
     }
 }
 
@@ -136,7 +136,7 @@ public:
         }
         multi_ = curl_multi_init();
         if (multi_ == nullptr) {
-            throw TransportError("transport_error", "curl_multi_init failed", false);
+            throw TransportError(ErrorCode::transport_error, "curl_multi_init failed", false);
         }
         curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
         thread_ = std::thread([this] { run(); });
@@ -204,8 +204,8 @@ private:
             std::lock_guard lock(commands_mutex_);
             if (stopping_) {
                 if (command.kind == Command::Kind::add) {
-                    finish(*command.transfer,
-                           Failure{"connection_failed", "the transport has been shut down", false});
+                    finish(*command.transfer, Failure{ErrorCode::connection_failed,
+                                                      "the transport has been shut down", false});
                 }
                 return;
             }
@@ -217,7 +217,7 @@ private:
     void configure(Transfer& transfer, const HttpRequest& request) {
         CURL* easy = curl_easy_init();
         if (easy == nullptr)
-            throw TransportError("transport_error", "curl_easy_init failed", false);
+            throw TransportError(ErrorCode::transport_error, "curl_easy_init failed", false);
         transfer.easy = easy;
         curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
         curl_easy_setopt(easy, CURLOPT_PRIVATE, &transfer);
@@ -253,7 +253,8 @@ private:
         for (const auto& [name, value] : request.headers) {
             const std::string line = name + ": " + value;
             curl_slist* next = curl_slist_append(transfer.header_list, line.c_str());
-            if (next == nullptr) throw TransportError("transport_error", "out of memory", false);
+            if (next == nullptr)
+                throw TransportError(ErrorCode::transport_error, "out of memory", false);
             transfer.header_list = next;
             has_expect = has_expect || lower_ascii(name) == "expect";
         }
@@ -355,7 +356,7 @@ private:
         std::optional<Failure> failure;
         if (result != CURLE_OK) {
             if (transfer->too_large) {
-                failure = Failure{"response_too_large",
+                failure = Failure{ErrorCode::response_too_large,
                                   "the response body exceeded " +
                                       std::to_string(transfer->buffer_limit) + " bytes",
                                   false};
@@ -377,7 +378,8 @@ private:
                 transfer->last_activity = Clock::now();
                 if (const CURLMcode code = curl_multi_add_handle(multi_, transfer->easy);
                     code != CURLM_OK) {
-                    finish(*transfer, Failure{"transport_error", curl_multi_strerror(code), false});
+                    finish(*transfer,
+                           Failure{ErrorCode::transport_error, curl_multi_strerror(code), false});
                     return;
                 }
                 active_.emplace(transfer->easy, transfer);
@@ -424,7 +426,7 @@ private:
             }
         }
         for (const auto& transfer : expired) {
-            detach(transfer, Failure{"timeout",
+            detach(transfer, Failure{ErrorCode::timeout,
                                      "no data received for " +
                                          std::to_string(transfer->idle_timeout.count()) + " ms",
                                      true});
@@ -463,14 +465,14 @@ private:
             leftover.swap(commands_);
         }
         for (auto& command : leftover) {
-            finish(*command.transfer,
-                   Failure{"connection_failed", "the transport has been shut down", false});
+            finish(*command.transfer, Failure{ErrorCode::connection_failed,
+                                              "the transport has been shut down", false});
         }
         while (!active_.empty()) {
             // A copy: detach() erases the map entry the reference would point into.
             const std::shared_ptr<Transfer> transfer = active_.begin()->second;
-            detach(transfer,
-                   Failure{"connection_failed", "the transport has been shut down", false});
+            detach(transfer, Failure{ErrorCode::connection_failed,
+                                     "the transport has been shut down", false});
         }
     }
 
@@ -513,7 +515,7 @@ public:
         if (transfer_->head.status == 0) {
             // No response at all: the failure (or an empty reply) is all there is to report.
             if (transfer_->failure) throw_failure(*transfer_->failure);
-            throw TransportError("connection_failed", "the server sent no response", true);
+            throw TransportError(ErrorCode::connection_failed, "the server sent no response", true);
         }
         return transfer_->head;
     }

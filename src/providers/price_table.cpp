@@ -14,7 +14,7 @@ extern const std::string_view builtin_prices_json;
 namespace {
 
 [[noreturn]] void invalid(const std::string& where, const std::string& rule) {
-    throw ProviderCapabilityError("invalid_price_table", "price table " + where + ": " + rule);
+    throw InvalidOptionError(ErrorCode::invalid_price_table, "price table " + where + ": " + rule);
 }
 
 bool is_date(const std::string& text) {
@@ -137,7 +137,7 @@ std::optional<ModelPrice> PriceTable::find(std::string_view provider,
 ModelPrice PriceTable::require(std::string_view provider, std::string_view model) const {
     if (auto price = find(provider, model)) return *price;
     throw ProviderCapabilityError(
-        "unknown_model_pricing",
+        ErrorCode::unknown_model_pricing,
         "no price is known for " + std::string(provider) + "/" + std::string(model) +
             "; add one with PriceTable::with_overrides to use a budget with it");
 }

@@ -7,12 +7,12 @@
 namespace ullm {
 
 ChatResponse Provider::respond(const ChatRequest&, std::stop_token) const {
-    throw ProviderCapabilityError("not_offline",
+    throw ProviderCapabilityError(ErrorCode::not_offline,
                                   std::string(name()) + " answers over HTTP, not offline");
 }
 
 std::unique_ptr<EventSource> Provider::respond_stream(const ChatRequest&, std::stop_token) const {
-    throw ProviderCapabilityError("not_offline",
+    throw ProviderCapabilityError(ErrorCode::not_offline,
                                   std::string(name()) + " answers over HTTP, not offline");
 }
 

@@ -94,11 +94,11 @@ std::optional<std::chrono::milliseconds> retry_hint(const HttpResponseHead& head
 }
 
 void throw_invalid_response(const std::string& message, const ErrorOrigin& origin) {
-    throw ProviderError("invalid_provider_response", message, 502, false, origin);
+    throw ProviderError(ErrorCode::invalid_provider_response, message, 502, false, origin);
 }
 
 void throw_cancelled_response(std::string_view id, const ErrorOrigin& origin) {
-    throw ProviderError("response_cancelled",
+    throw ProviderError(ErrorCode::response_cancelled,
                         "the background response " +
                             (id.empty() ? std::string() : std::string(id) + " ") +
                             "was cancelled before it finished",
@@ -132,12 +132,14 @@ void throw_provider_failure(const ProviderFailure& failure, const ErrorOrigin& o
     }
     if (is_context_overflow(failure)) throw ContextLimitError(message, origin);
     if (status == 529 || type == "overloaded_error") {
-        throw ProviderError("provider_overloaded", message, 529, true, origin, failure.retry_after);
+        throw ProviderError(ErrorCode::provider_overloaded, message, 529, true, origin,
+                            failure.retry_after);
     }
     if (status == 408 || status >= 500) {
-        throw ProviderError("provider_error", message, status, true, origin, failure.retry_after);
+        throw ProviderError(ErrorCode::provider_error, message, status, true, origin,
+                            failure.retry_after);
     }
-    throw ProviderError("invalid_request", message, status, false, origin);
+    throw ProviderError(ErrorCode::invalid_request, message, status, false, origin);
 }
 
 }  // namespace ullm

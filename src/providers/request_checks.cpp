@@ -11,14 +11,15 @@ namespace ullm::detail {
 
 [[noreturn]] void throw_unsupported(std::string_view provider, const std::string& model,
                                     const std::string& what) {
-    throw ProviderCapabilityError("unsupported_option", std::string(provider) + " model \"" +
-                                                            model + "\" does not support " + what);
+    throw ProviderCapabilityError(
+        ErrorCode::unsupported_option,
+        std::string(provider) + " model \"" + model + "\" does not support " + what);
 }
 
 void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,
                    std::string_view provider, bool stream) {
     if (request.model.empty()) {
-        throw ProviderCapabilityError("invalid_model", "the request names no model");
+        throw InvalidOptionError(ErrorCode::invalid_model, "the request names no model");
     }
     if (stream && !capabilities.streaming) throw_unsupported(provider, request.model, "streaming");
     if (!request.tools.empty() && !capabilities.tools)
@@ -32,9 +33,9 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
         for (const auto& tool : request.tools)
             known = known || tool.name == request.tool_choice->name;
         if (!known) {
-            throw ProviderCapabilityError("invalid_tool_choice",
-                                          "tool_choice names \"" + request.tool_choice->name +
-                                              "\", which is not among the request's tools");
+            throw InvalidOptionError(ErrorCode::invalid_tool_choice,
+                                     "tool_choice names \"" + request.tool_choice->name +
+                                         "\", which is not among the request's tools");
         }
     }
     if (request.response_format && !capabilities.structured_output) {
@@ -48,11 +49,12 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
         throw_unsupported(provider, request.model, "stop sequences");
     }
     if (request.max_tokens && *request.max_tokens <= 0) {
-        throw ProviderCapabilityError("invalid_max_tokens",
-                                      "max_tokens must be a positive integer");
+        throw InvalidOptionError(ErrorCode::invalid_max_tokens,
+                                 "max_tokens must be a positive integer");
     }
     if (request.temperature && !std::isfinite(*request.temperature)) {
-        throw ProviderCapabilityError("invalid_temperature", "temperature must be a finite number");
+        throw InvalidOptionError(ErrorCode::invalid_temperature,
+                                 "temperature must be a finite number");
     }
     for (const auto& message : request.messages) {
         for (const auto& part : message.parts) {
@@ -65,8 +67,8 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
         }
     }
     if (!request.provider_options.is_object()) {
-        throw ProviderCapabilityError("invalid_provider_options",
-                                      "provider_options must be a JSON object");
+        throw InvalidOptionError(ErrorCode::invalid_provider_options,
+                                 "provider_options must be a JSON object");
     }
     validate_declarations(request.tools);
 }

@@ -11,7 +11,7 @@ namespace ullm {
 namespace {
 
 [[noreturn]] void not_http(std::string_view name) {
-    throw ProviderCapabilityError("offline_provider",
+    throw ProviderCapabilityError(ErrorCode::offline_provider,
                                   std::string(name) + " is a scripted provider and speaks no HTTP");
 }
 
@@ -140,7 +140,7 @@ ScriptedTurn ScriptedProvider::take(const ChatRequest& request) const {
     std::lock_guard lock(mutex_);
     requests_.push_back(request);
     if (queue_.empty()) {
-        throw Error("mock_queue_exhausted",
+        throw Error(ErrorCode::mock_queue_exhausted,
                     "the scripted provider \"" + name_ + "\" has no answer left for request " +
                         std::to_string(requests_.size()),
                     500, false, {name_, request.model, ""});

@@ -33,16 +33,16 @@ const char* key_text_problem(std::string_view text) {
 
 void check_session_id(std::string_view session_id) {
     if (session_id.empty()) {
-        throw ProviderCapabilityError("invalid_session_id", "the session id must not be empty");
+        throw InvalidOptionError(ErrorCode::invalid_session_id, "the session id must not be empty");
     }
     if (session_id.size() > max_session_id_bytes) {
-        throw ProviderCapabilityError(
-            "invalid_session_id",
+        throw InvalidOptionError(
+            ErrorCode::invalid_session_id,
             "the session id must be at most 256 bytes, got " + std::to_string(session_id.size()));
     }
     if (const char* problem = key_text_problem(session_id)) {
-        throw ProviderCapabilityError("invalid_session_id",
-                                      std::string("the session id ") + problem);
+        throw InvalidOptionError(ErrorCode::invalid_session_id,
+                                 std::string("the session id ") + problem);
     }
 }
 
@@ -53,10 +53,10 @@ int hex_value(char c) {
 }
 
 [[noreturn]] void bad_cursor(const std::string& why) {
-    throw ProviderCapabilityError("invalid_cursor",
-                                  "the list cursor " + why +
-                                      "; pass the next_cursor of the previous page unchanged, "
-                                      "or an empty cursor for the first page");
+    throw InvalidOptionError(ErrorCode::invalid_cursor,
+                             "the list cursor " + why +
+                                 "; pass the next_cursor of the previous page unchanged, "
+                                 "or an empty cursor for the first page");
 }
 
 }  // namespace
@@ -70,12 +70,12 @@ namespace detail {
 
 void validate_tenant(std::string_view tenant) {
     if (tenant.size() > max_tenant_bytes) {
-        throw ProviderCapabilityError(
-            "invalid_tenant",
+        throw InvalidOptionError(
+            ErrorCode::invalid_tenant,
             "the tenant must be empty or at most 128 bytes, got " + std::to_string(tenant.size()));
     }
     if (const char* problem = key_text_problem(tenant)) {
-        throw ProviderCapabilityError("invalid_tenant", std::string("the tenant ") + problem);
+        throw InvalidOptionError(ErrorCode::invalid_tenant, std::string("the tenant ") + problem);
     }
 }
 
@@ -87,8 +87,8 @@ bool is_valid_session_id(std::string_view session_id) noexcept {
 ListQuery parse_list_query(std::string_view tenant, const SessionListOptions& options) {
     validate_tenant(tenant);
     if (options.limit < min_list_limit || options.limit > max_list_limit) {
-        throw ProviderCapabilityError(
-            "invalid_list_limit",
+        throw InvalidOptionError(
+            ErrorCode::invalid_list_limit,
             "the list limit must be between 1 and 1000, got " + std::to_string(options.limit));
     }
     ListQuery query{options.limit, {}};

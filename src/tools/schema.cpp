@@ -14,7 +14,7 @@ namespace ullm::schema {
 namespace {
 
 [[noreturn]] void fail(std::string_view builder, const std::string& problem) {
-    throw ToolDefinitionError("invalid_tool_schema",
+    throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
                               "schema::" + std::string(builder) + ": " + problem);
 }
 

@@ -28,13 +28,13 @@ const std::set<std::string_view>& type_names() {
 }
 
 [[noreturn]] void schema_error(const std::string& pointer, const std::string& problem) {
-    throw ToolDefinitionError("invalid_tool_schema",
+    throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
                               "invalid parameter schema at #" + pointer + ": " + problem);
 }
 
 [[noreturn]] void unsupported(const std::string& pointer, std::string_view keyword,
                               const std::string& detail = {}) {
-    throw ToolDefinitionError("unsupported_schema_keyword",
+    throw ToolDefinitionError(ErrorCode::unsupported_schema_keyword,
                               "unsupported schema keyword " + quote(keyword) + " at #" + pointer +
                                   (detail.empty() ? std::string() : ": " + detail));
 }

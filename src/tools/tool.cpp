@@ -64,8 +64,9 @@ void throw_argument_decode_error(const std::exception_ptr& error) {
 
 json Tool::execute(const json& arguments, ToolContext& context) const {
     if (!definition_->execute) {
-        throw ToolDefinitionError("missing_tool_execute", "tool " + quote_name(definition_->name) +
-                                                              " has no execute callback");
+        throw ToolDefinitionError(
+            ErrorCode::missing_tool_execute,
+            "tool " + quote_name(definition_->name) + " has no execute callback");
     }
     return definition_->execute(arguments, context);
 }
@@ -76,16 +77,16 @@ void check_name_and_description(const std::string& name, const std::string& desc
     if (name.empty() || name.size() > max_tool_name_length ||
         !std::all_of(name.begin(), name.end(), valid_name_char)) {
         throw ToolDefinitionError(
-            "invalid_tool_name",
+            ErrorCode::invalid_tool_name,
             "tool name " + quote_name(name) + " is invalid: names must match [A-Za-z0-9_-]{1,64}");
     }
     if (blank(description)) {
-        throw ToolDefinitionError("invalid_tool_description",
+        throw ToolDefinitionError(ErrorCode::invalid_tool_description,
                                   "tool " + quote_name(name) + " needs a non-empty description");
     }
     if (!detail::is_valid_utf8(description)) {
         throw ToolDefinitionError(
-            "invalid_tool_description",
+            ErrorCode::invalid_tool_description,
             "the description of tool " + quote_name(name) + " is not valid UTF-8");
     }
 }
@@ -96,7 +97,7 @@ auto check_parameters(const std::string& name, Check check) {
     try {
         return check();
     } catch (const ToolDefinitionError& error) {
-        throw ToolDefinitionError(error.code(),
+        throw ToolDefinitionError(error.error_code(),
                                   "tool " + quote_name(name) + ": " + error.message());
     }
 }
@@ -112,7 +113,7 @@ void check_unique(const std::vector<Item>& items, NameOf name_of) {
     std::set<std::string_view> names;
     for (const auto& item : items) {
         if (!names.insert(name_of(item)).second) {
-            throw ToolDefinitionError("duplicate_tool_name",
+            throw ToolDefinitionError(ErrorCode::duplicate_tool_name,
                                       "tool name " + quote_name(std::string(name_of(item))) +
                                           " is used twice; names must be unique (compared "
                                           "exactly and case-sensitively)");
@@ -142,7 +143,7 @@ CompiledSchema validate_tool_compiled(const Tool& tool) {
     auto parameters = check_parameters(
         tool.name(), [&] { return CompiledSchema::parameters(tool.parameters()); });
     if (!tool.definition().execute) {
-        throw ToolDefinitionError("missing_tool_execute",
+        throw ToolDefinitionError(ErrorCode::missing_tool_execute,
                                   "tool " + quote_name(tool.name()) + " has no execute callback");
     }
     return parameters;

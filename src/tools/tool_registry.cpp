@@ -33,8 +33,8 @@ std::string clean(std::string_view text) {
     return out;
 }
 
-ToolOutcome error_outcome(std::string code, std::string text) {
-    return ToolOutcome{json(std::move(text)), true, std::move(code)};
+ToolOutcome error_outcome(ErrorCode code, std::string text) {
+    return ToolOutcome{json(std::move(text)), true, detail::report(code)};
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ ToolRegistry::ToolRegistry(std::vector<Tool> tools) {
 void ToolRegistry::add(Tool tool) {
     auto parameters = detail::validate_tool_compiled(tool);
     if (index_.count(tool.name()) != 0) {
-        throw ToolDefinitionError("duplicate_tool_name",
+        throw ToolDefinitionError(ErrorCode::duplicate_tool_name,
                                   "tool name " + quote(tool.name()) +
                                       " is already registered; names must be unique (compared "
                                       "exactly and case-sensitively)");
@@ -89,7 +89,7 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
             }
             text += ".";
         }
-        return error_outcome("unknown_tool", std::move(text));
+        return error_outcome(ErrorCode::unknown_tool, std::move(text));
     }
     const std::string prefix = "Invalid arguments for tool " + quote(tool->name()) + ": ";
     try {
@@ -101,22 +101,22 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
                                     "must be an object, got " + std::string(arguments.type_name()));
         }
     } catch (const ToolArgumentError& error) {
-        return error_outcome(error.code(), prefix + clean(error.message()) + ".");
+        return error_outcome(error.error_code(), prefix + clean(error.message()) + ".");
     }
     try {
         return ToolOutcome{tool->execute(arguments, context), false, {}};
     } catch (const ToolArgumentError& error) {
-        return error_outcome(error.code(), prefix + clean(error.message()) + ".");
+        return error_outcome(error.error_code(), prefix + clean(error.message()) + ".");
     } catch (const ToolResultError& error) {
-        return error_outcome(error.code(), error.message());
+        return ToolOutcome{json(error.message()), true, error.outcome_code()};
     } catch (const Error& error) {
-        return error_outcome(error.code(),
+        return error_outcome(error.error_code(),
                              "Tool " + quote(tool->name()) + " failed: " + clean(error.message()));
     } catch (const std::exception& error) {
-        return error_outcome("tool_execution_failed",
+        return error_outcome(ErrorCode::tool_execution_failed,
                              "Tool " + quote(tool->name()) + " failed: " + clean(error.what()));
     } catch (...) {
-        return error_outcome("tool_execution_failed",
+        return error_outcome(ErrorCode::tool_execution_failed,
                              "Tool " + quote(tool->name()) + " failed with an unknown error.");
     }
 }

@@ -74,15 +74,18 @@ public:
         return {};
     }
     [[nodiscard]] ullm::HttpRequest encode(const ullm::ChatRequest&, bool) const override {
-        throw ullm::ProviderCapabilityError("offline_provider", "the loop speaks no HTTP");
+        throw ullm::ProviderCapabilityError(ullm::ErrorCode::offline_provider,
+                                            "the loop speaks no HTTP");
     }
     [[nodiscard]] ullm::ChatResponse decode(const ullm::HttpResponse&,
                                             const ullm::ChatRequest&) const override {
-        throw ullm::ProviderCapabilityError("offline_provider", "the loop speaks no HTTP");
+        throw ullm::ProviderCapabilityError(ullm::ErrorCode::offline_provider,
+                                            "the loop speaks no HTTP");
     }
     [[nodiscard]] std::unique_ptr<ullm::StreamDecoder> stream_decoder(
         const ullm::ChatRequest&) const override {
-        throw ullm::ProviderCapabilityError("offline_provider", "the loop speaks no HTTP");
+        throw ullm::ProviderCapabilityError(ullm::ErrorCode::offline_provider,
+                                            "the loop speaks no HTTP");
     }
     [[nodiscard]] bool offline() const noexcept override { return true; }
 

@@ -1,6 +1,11 @@
 #include <ullm/core/error.hpp>
 #include <ullm/http/curl_transport.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 #include <string>
@@ -278,6 +283,36 @@ TEST_CASE("a malformed URL is rejected as such", "[transport]") {
     request.url = "notascheme://x";
     const auto error = capture<ullm::TransportError>([&] { (void)transport.send(request); });
     CHECK(error.code() == "invalid_url");
+    CHECK_FALSE(error.retryable());
+}
+
+TEST_CASE("a TLS handshake with a server that does not speak TLS is a tls_error", "[transport]") {
+    // A listener that answers whatever arrives with plain HTTP and hangs up: the client's
+    // handshake reads bytes that are no TLS record.
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(listener, 1) == 0);
+    socklen_t length = sizeof address;
+    REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    std::thread server([listener] {
+        const int connection = ::accept(listener, nullptr, nullptr);
+        if (connection < 0) return;
+        const std::string reply = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        (void)::send(connection, reply.data(), reply.size(), MSG_NOSIGNAL);
+        ::shutdown(connection, SHUT_RDWR);
+        ::close(connection);
+    });
+    ullm::CurlTransport transport;
+    ullm::HttpRequest request;
+    request.url = "https://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/v1/x";
+    const auto error = capture<ullm::TransportError>([&] { (void)transport.send(request); });
+    server.join();
+    ::close(listener);
+    CHECK(error.code() == "tls_error");
     CHECK_FALSE(error.retryable());
 }
 

@@ -89,6 +89,27 @@ TEST_CASE("the not-configured error names the variable to set", "[client]") {
     }
 }
 
+TEST_CASE("a null provider is refused, in the options and later", "[client]") {
+    CHECK(error_code_of([] { (void)ullm::Client({.providers = {nullptr}}); }) ==
+          "invalid_provider");
+    ullm::Client client;
+    CHECK(error_code_of([&] { client.add_provider(nullptr); }) == "invalid_provider");
+    CHECK(client.providers().empty());
+}
+
+TEST_CASE("an HTTP provider refuses to answer offline", "[client]") {
+    const ullm::OpenAiChatProvider provider({.api_key = "sk-test"});
+    CHECK(error_code_of([&] { (void)provider.respond(ask("gpt-4o"), {}); }) == "not_offline");
+    CHECK(error_code_of([&] { (void)provider.respond_stream(ask("gpt-4o"), {}); }) ==
+          "not_offline");
+}
+
+TEST_CASE("the scripted provider refuses HTTP operations", "[client][scripted]") {
+    const ullm::ScriptedProvider provider;
+    CHECK(error_code_of([&] { (void)provider.encode(ask("scripted/m"), false); }) ==
+          "offline_provider");
+}
+
 TEST_CASE("from_env configures OpenAI and Ollama from the environment", "[client]") {
     {
         const ScopedEnv env({{"OPENAI_API_KEY", "sk-test-key"},

@@ -55,7 +55,7 @@ std::vector<std::string> texts(const std::vector<Message>& messages) {
 std::string error_code(const std::function<void()>& action) {
     try {
         action();
-    } catch (const ullm::ProviderCapabilityError& error) {
+    } catch (const ullm::InvalidOptionError& error) {
         CHECK(error.status() == 400);
         return error.code();
     }
@@ -65,7 +65,7 @@ std::string error_code(const std::function<void()>& action) {
 std::string invalid_output(const std::vector<Message>& output, std::size_t input_size = 1) {
     try {
         ullm::validate_context(output, input_size);
-    } catch (const ullm::ProviderCapabilityError& error) {
+    } catch (const ullm::InvalidOptionError& error) {
         CHECK(error.code() == "invalid_context_manager_output");
         CHECK(error.status() == 400);
         CHECK_FALSE(error.retryable());

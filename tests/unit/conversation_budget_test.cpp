@@ -370,7 +370,7 @@ TEST_CASE("on_usage hears of every finished request once, and of a skipped direc
     auto stream = client.stream(short_request());
     for (const auto& event : stream) (void)event;
     provider->push_error(std::make_exception_ptr(
-        ullm::ProviderError("provider_overloaded", "Overloaded", 529, false)));
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "Overloaded", 529, false)));
     CHECK(error_code_of([&] { (void)client.complete(short_request()); }) == "provider_overloaded");
     // A conversation's rounds are requests too: a tool round and the answer.
     provider->push_tool_call("echo", {{"value", 1}}, "", "", thousand);

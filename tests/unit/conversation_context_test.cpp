@@ -84,7 +84,7 @@ TEST_CASE("invalid context manager output fails the turn with status 400",
              .on_compaction = [&](const ullm::CompactionEvent&) { ++compactions; }});
         try {
             (void)conversation.send("hello");
-        } catch (const ullm::ProviderCapabilityError& error) {
+        } catch (const ullm::InvalidOptionError& error) {
             CHECK(conversation.history().empty());
             CHECK(compactions == 0);  // Output is checked before anyone is told of it.
             return error.code() == "invalid_context_manager_output" && error.status() == 400;

@@ -164,7 +164,7 @@ TEST_CASE("without on_interrupted_turn a cancelled or failed turn commits nothin
           "[conversation]") {
     Scripted s;
     s.provider->push_error(std::make_exception_ptr(
-        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "Overloaded", 529, true)));
     auto conversation = s.client.conversation({.sequential_tool_calls = true});
     CHECK(error_code_of([&] { (void)conversation.send("hi"); }) == "provider_overloaded");
     CHECK(conversation.history().empty());
@@ -177,7 +177,7 @@ TEST_CASE("a failed turn kept by on_interrupted_turn ends with the callback's me
     auto echo = tool_running("echo", [](const json&, ullm::ToolContext&) -> json { return "ok"; });
     s.provider->push_tool_call("echo", json::object(), "", "c1");
     s.provider->push_error(std::make_exception_ptr(
-        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "Overloaded", 529, true)));
     auto conversation = s.client.conversation(
         {.tools = {echo}, .on_interrupted_turn = [&](const ullm::InterruptedTurn& turn) {
              seen.push_back(turn);
@@ -192,6 +192,35 @@ TEST_CASE("a failed turn kept by on_interrupted_turn ends with the callback's me
     // Both requests were made; the failed one reported no usage but is a round all the same.
     CHECK(conversation.totals().rounds == 2);
     CHECK(conversation.totals().input_tokens == 0);
+}
+
+TEST_CASE("a turn failed by an exception that is no ullm::Error is kept as turn_failed",
+          "[conversation]") {
+    Scripted s;
+    std::vector<ullm::InterruptedTurn> seen;
+    auto echo = tool_running("echo", [](const json&, ullm::ToolContext&) -> json { return "ok"; });
+    s.provider->push_tool_call("echo", json::object(), "", "c1");
+    s.provider->push_text("never asked for");
+    int rounds = 0;
+    auto conversation = s.client.conversation({.system_context = [&]() -> std::string {
+                                                   if (++rounds == 2)
+                                                       throw std::runtime_error("the clock broke");
+                                                   return "round " + std::to_string(rounds);
+                                               },
+                                               .tools = {echo},
+                                               .on_interrupted_turn =
+                                                   [&](const ullm::InterruptedTurn& turn) {
+                                                       seen.push_back(turn);
+                                                       return say_what_failed(turn);
+                                                   }});
+    CHECK_THROWS_WITH(conversation.send("hi"), "the clock broke");
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].code == "turn_failed");
+    CHECK(seen[0].message == "the clock broke");
+    const auto history = conversation.history();
+    CHECK(roles(history) == std::vector<R>{R::user, R::assistant, R::tool, R::assistant});
+    CHECK(history.back().text() == "failed: turn_failed (0 unrun)");
+    CHECK(s.provider->requests().size() == 1);
 }
 
 TEST_CASE("calls a failure left unrun are answered in a kept turn", "[conversation]") {
@@ -219,13 +248,13 @@ TEST_CASE("a kept interrupted turn is persisted and a failing callback keeps not
     auto& s = st.scripted;
     auto& client = st.client;
     s.provider->push_error(std::make_exception_ptr(
-        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "Overloaded", 529, true)));
     auto kept = client.conversation({.session_id = "kept", .on_interrupted_turn = say_what_failed});
     CHECK(error_code_of([&] { (void)kept.send("hi"); }) == "provider_overloaded");
     CHECK(client.conversation({.session_id = "kept"}).history().size() == 2);
 
     s.provider->push_error(std::make_exception_ptr(
-        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "Overloaded", 529, true)));
     auto throwing = client.conversation(
         {.session_id = "throwing",
          .on_interrupted_turn = [](const ullm::InterruptedTurn&) -> std::optional<ullm::Message> {

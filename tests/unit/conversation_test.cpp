@@ -124,7 +124,7 @@ TEST_CASE("conversation options are checked before the model is routed", "[conve
     CHECK(code({.budget_usd = 1e-9}) == "unknown_model_route");
     try {
         (void)client.conversation({.max_tool_rounds = 101});
-    } catch (const ullm::ProviderCapabilityError& error) {
+    } catch (const ullm::InvalidOptionError& error) {
         CHECK(error.status() == 400);
         CHECK(error.message().find("0 to 100") != std::string::npos);
     }
@@ -580,7 +580,7 @@ TEST_CASE("a provider error fails the turn and leaves the history as it was", "[
     Scripted s;
     s.provider->push_text("first");
     s.provider->push_error(std::make_exception_ptr(
-        ullm::ProviderError("provider_overloaded", "overloaded", 529, true)));
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "overloaded", 529, true)));
     auto conversation = s.client.conversation({});
     (void)conversation.send("one");
     CHECK(error_code_of([&] { (void)conversation.send("two"); }) == "provider_overloaded");

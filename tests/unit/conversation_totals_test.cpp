@@ -29,15 +29,15 @@ public:
         return {};
     }
     [[nodiscard]] ullm::HttpRequest encode(const ullm::ChatRequest&, bool) const override {
-        throw ullm::Error("offline_provider", "offline");
+        throw ullm::Error(ullm::ErrorCode::offline_provider, "offline");
     }
     [[nodiscard]] ullm::ChatResponse decode(const ullm::HttpResponse&,
                                             const ullm::ChatRequest&) const override {
-        throw ullm::Error("offline_provider", "offline");
+        throw ullm::Error(ullm::ErrorCode::offline_provider, "offline");
     }
     [[nodiscard]] std::unique_ptr<ullm::StreamDecoder> stream_decoder(
         const ullm::ChatRequest&) const override {
-        throw ullm::Error("offline_provider", "offline");
+        throw ullm::Error(ullm::ErrorCode::offline_provider, "offline");
     }
     [[nodiscard]] bool offline() const noexcept override { return true; }
     [[nodiscard]] ullm::ChatResponse respond(const ullm::ChatRequest&,

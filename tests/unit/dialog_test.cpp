@@ -191,7 +191,7 @@ TEST_CASE("the system prompt lists context cells, and pins from the next round o
 TEST_CASE("dialog failures and empty replies get the dialog's messages", "[dialog]") {
     Notes n;
     n.provider->push_error(std::make_exception_ptr(
-        ullm::ProviderError("provider_overloaded", "Overloaded", 529, true)));
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "Overloaded", 529, true)));
     n.provider->push_text("");
     auto dialog = n.dialog();
     const auto failed = dialog.send("alice", "hi");

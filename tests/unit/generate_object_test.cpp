@@ -139,8 +139,8 @@ TEST_CASE("generate_object checks its input and passes provider errors on", "[di
     CHECK(error_code_of([&] {
               (void)ullm::generate_object(r.client, r.space, "Plan", no_schema);
           }) == "invalid_cell_schema");
-    r.provider->push_error(
-        std::make_exception_ptr(ullm::ProviderError("rate_limited", "slow down", 429, true)));
+    r.provider->push_error(std::make_exception_ptr(
+        ullm::ProviderError(ullm::ErrorCode::rate_limited, "slow down", 429, true)));
     CHECK(error_code_of([&] {
               (void)ullm::generate_object(r.client, r.space, "Plan", r.options());
           }) == "rate_limited");

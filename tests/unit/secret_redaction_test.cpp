@@ -215,10 +215,11 @@ TEST_CASE("a secret cut short by a length limit is still redacted", "[redact]") 
 }
 
 TEST_CASE("an error message is valid UTF-8 whatever bytes it quotes", "[error]") {
-    const ullm::Error error("provider_error", std::string("bad \xC3\x28 and \xFF and \xE2\x82"));
+    const ullm::Error error(ullm::ErrorCode::provider_error,
+                            std::string("bad \xC3\x28 and \xFF and \xE2\x82"));
     CHECK(ullm::detail::is_valid_utf8(error.what()));
     CHECK(ullm::detail::is_valid_utf8(error.message()));
     CHECK(error.message() == "bad \xEF\xBF\xBD( and \xEF\xBF\xBD and \xEF\xBF\xBD\xEF\xBF\xBD");
-    const ullm::Error clean("provider_error", "caf\xC3\xA9 \xF0\x9F\x98\x80");
+    const ullm::Error clean(ullm::ErrorCode::provider_error, "caf\xC3\xA9 \xF0\x9F\x98\x80");
     CHECK(clean.message() == "caf\xC3\xA9 \xF0\x9F\x98\x80");
 }

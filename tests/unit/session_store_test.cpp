@@ -261,7 +261,7 @@ void check_session_store_contract(const StoreFactory& make) {
               }) == "invalid_cursor");
         try {
             (void)store->list("t", {.limit = 0});
-        } catch (const ullm::ProviderCapabilityError& error) {
+        } catch (const ullm::InvalidOptionError& error) {
             CHECK(error.status() == 400);
             CHECK_FALSE(error.retryable());
         }
@@ -451,7 +451,7 @@ TEST_CASE("validate_session_key accepts the documented keys and names what is wr
     try {
         ullm::validate_session_key("", "bad\x01");
         FAIL("a control character must be refused");
-    } catch (const ullm::ProviderCapabilityError& error) {
+    } catch (const ullm::InvalidOptionError& error) {
         CHECK(error.status() == 400);
         CHECK_FALSE(error.retryable());
         CHECK(std::string(error.what()).find("control character") != std::string::npos);

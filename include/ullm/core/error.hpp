@@ -1,8 +1,11 @@
 #pragma once
 
 /// The ullm error hierarchy. Every exception ullm throws derives from `ullm::Error`, carries a
-/// stable `code()`, an HTTP-like `status()` and `retryable()`, and its `what()` starts with
-/// `[ullm.<code>]`. Every code is listed in docs/errors.md.
+/// stable code (`error_code()`, one of the closed set `ErrorCode`; `code()` is its text), an
+/// HTTP-like `status()` and `retryable()`, and its `what()` starts with `[ullm.<code>]`. Every
+/// code is listed in docs/errors.md.
+
+#include <ullm/core/error_code.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -43,18 +46,23 @@ class Error : public std::runtime_error {
 public:
     /// Builds an error with a stable code, a human message (no secrets), an HTTP-like status
     /// and whether retrying the same operation may succeed.
-    Error(std::string code, const std::string& message, int status = 500, bool retryable = false,
+    Error(ErrorCode code, const std::string& message, int status = 500, bool retryable = false,
           ErrorOrigin origin = {})
         : std::runtime_error(std::string()),
-          code_(std::move(code)),
+          code_(code),
           status_(status),
           retryable_(retryable),
           origin_(std::move(origin)) {
+        detail::note_reported(code);
         set_message(message);
     }
 
-    /// The stable identifier of this kind of failure, e.g. `conversation_busy`.
-    [[nodiscard]] const std::string& code() const noexcept { return code_; }
+    /// The stable identifier of this kind of failure, e.g. `ErrorCode::conversation_busy`.
+    [[nodiscard]] ErrorCode error_code() const noexcept { return code_; }
+    /// The code's text, e.g. `conversation_busy` (`to_string(error_code())`).
+    [[nodiscard]] const std::string& code() const noexcept {
+        return detail::error_code_text(code_);
+    }
     /// The message without the `[ullm.<code>]` prefix.
     [[nodiscard]] const std::string& message() const noexcept { return message_; }
     /// An HTTP-like status: 400 for bad input, 409 for conflicts, 5xx for provider faults.
@@ -73,10 +81,10 @@ private:
     void set_message(const std::string& message) {
         message_ = detail::valid_utf8(message);
         static_cast<std::runtime_error&>(*this) =
-            std::runtime_error("[ullm." + code_ + "] " + message_);
+            std::runtime_error("[ullm." + code() + "] " + message_);
     }
 
-    std::string code_;
+    ErrorCode code_;
     std::string message_;
     int status_;
     bool retryable_;
@@ -92,7 +100,7 @@ inline void detail::ErrorEditor::set_message(Error& error, const std::string& me
 class InvalidMessageError : public Error {
 public:
     InvalidMessageError(std::string path, std::string constraint)
-        : Error("invalid_message",
+        : Error(ErrorCode::invalid_message,
                 "at " + (path.empty() ? std::string("/") : path) + ": " + constraint, 400),
           path_(std::move(path)),
           constraint_(std::move(constraint)) {}
@@ -109,8 +117,7 @@ private:
 /// `unsupported_schema_keyword`, `duplicate_tool_name`. Status 400, not retryable.
 class ToolDefinitionError : public Error {
 public:
-    ToolDefinitionError(std::string code, const std::string& message)
-        : Error(std::move(code), message, 400) {}
+    ToolDefinitionError(ErrorCode code, const std::string& message) : Error(code, message, 400) {}
 };
 
 /// Model-provided tool arguments failed strict validation. `path()` is the JSON pointer of the
@@ -119,7 +126,7 @@ public:
 class ToolArgumentError : public Error {
 public:
     ToolArgumentError(std::string path, const std::string& reason)
-        : Error("invalid_tool_arguments",
+        : Error(ErrorCode::invalid_tool_arguments,
                 "argument " + (path.empty() ? std::string("(root)") : path) + " " + reason, 400),
           path_(std::move(path)),
           reason_(reason) {}
@@ -132,12 +139,23 @@ private:
 };
 
 /// Thrown by a tool callback to answer the model with exactly `message` as the tool's error
-/// result (a registry adds no prefix). `code` is the outcome's error code (default
-/// `tool_error`). Status 400, not retryable.
+/// result (a registry adds no prefix). Status 400, not retryable.
 class ToolResultError : public Error {
 public:
-    explicit ToolResultError(const std::string& message, std::string code = "tool_error")
-        : Error(std::move(code), message, 400, false) {}
+    /// The error's code and the outcome's are `code` (default `tool_error`).
+    explicit ToolResultError(const std::string& message, ErrorCode code = ErrorCode::tool_error)
+        : Error(code, message, 400, false), outcome_code_(to_string(code)) {}
+    /// With a code of the tool's own for the outcome (`ToolOutcome::error_code`, e.g.
+    /// `not_found`); the error's own code is `tool_error`. An empty one means `tool_error`.
+    ToolResultError(const std::string& message, std::string outcome_code)
+        : Error(ErrorCode::tool_error, message, 400, false),
+          outcome_code_(outcome_code.empty() ? std::string(to_string(ErrorCode::tool_error))
+                                             : std::move(outcome_code)) {}
+    /// The code the tool's outcome carries.
+    [[nodiscard]] const std::string& outcome_code() const noexcept { return outcome_code_; }
+
+private:
+    std::string outcome_code_;
 };
 
 /// The transport could not complete a request: `connection_failed` (could not connect, reset,
@@ -145,8 +163,8 @@ public:
 /// `tls_error` (certificate or handshake failure; not retryable).
 class TransportError : public Error {
 public:
-    TransportError(std::string code, const std::string& message, bool retryable)
-        : Error(std::move(code), message, 503, retryable) {}
+    TransportError(ErrorCode code, const std::string& message, bool retryable)
+        : Error(code, message, 503, retryable) {}
 };
 
 /// The operation was cancelled through its stop token or `cancel()`. Code `cancelled`,
@@ -154,7 +172,7 @@ public:
 class CancelledError : public Error {
 public:
     explicit CancelledError(const std::string& message = "the operation was cancelled")
-        : Error("cancelled", message, 499, false) {}
+        : Error(ErrorCode::cancelled, message, 499, false) {}
 };
 
 /// A stream ended before its terminal event, or with a partial event. Code `stream_truncated`,
@@ -162,14 +180,14 @@ public:
 class StreamTruncatedError : public Error {
 public:
     explicit StreamTruncatedError(const std::string& message, ErrorOrigin origin = {})
-        : Error("stream_truncated", message, 502, true, std::move(origin)) {}
+        : Error(ErrorCode::stream_truncated, message, 502, true, std::move(origin)) {}
 };
 
 /// The provider rejected the credentials (401/403). Code `authentication_failed`, never retried.
 class AuthenticationError : public Error {
 public:
     AuthenticationError(const std::string& message, int status, ErrorOrigin origin = {})
-        : Error("authentication_failed", message, status, false, std::move(origin)) {}
+        : Error(ErrorCode::authentication_failed, message, status, false, std::move(origin)) {}
 };
 
 /// The provider rate-limited the request (429). Code `rate_limited`, retryable; `retry_after()`
@@ -178,7 +196,8 @@ class RateLimitError : public Error {
 public:
     RateLimitError(const std::string& message, ErrorOrigin origin = {},
                    std::optional<std::chrono::milliseconds> retry_after = std::nullopt)
-        : Error("rate_limited", message, 429, true, std::move(origin)), retry_after_(retry_after) {}
+        : Error(ErrorCode::rate_limited, message, 429, true, std::move(origin)),
+          retry_after_(retry_after) {}
     [[nodiscard]] std::optional<std::chrono::milliseconds> retry_after() const noexcept {
         return retry_after_;
     }
@@ -192,7 +211,7 @@ private:
 class ContextLimitError : public Error {
 public:
     explicit ContextLimitError(const std::string& message, ErrorOrigin origin = {})
-        : Error("context_length_exceeded", message, 400, false, std::move(origin)) {}
+        : Error(ErrorCode::context_length_exceeded, message, 400, false, std::move(origin)) {}
 };
 
 /// The provider failed: 5xx (`provider_error`), 529 (`provider_overloaded`), a body that is not
@@ -201,11 +220,10 @@ public:
 /// `retry_after()` is the delay the provider asked for (`Retry-After` on a 503), when it gave one.
 class ProviderError : public Error {
 public:
-    ProviderError(std::string code, const std::string& message, int status, bool retryable,
+    ProviderError(ErrorCode code, const std::string& message, int status, bool retryable,
                   ErrorOrigin origin = {},
                   std::optional<std::chrono::milliseconds> retry_after = std::nullopt)
-        : Error(std::move(code), message, status, retryable, std::move(origin)),
-          retry_after_(retry_after) {}
+        : Error(code, message, status, retryable, std::move(origin)), retry_after_(retry_after) {}
     [[nodiscard]] std::optional<std::chrono::milliseconds> retry_after() const noexcept {
         return retry_after_;
     }
@@ -214,12 +232,24 @@ private:
     std::optional<std::chrono::milliseconds> retry_after_;
 };
 
-/// An option or feature the provider, model or library does not support, or an invalid option
-/// value. The code names the option (e.g. `invalid_max_tool_rounds`). Status 400.
+/// Something the provider, model or library cannot do: an option the provider does not support
+/// (`unsupported_option`), a model no provider serves (`unknown_model_route`) or whose provider
+/// has no credentials (`provider_not_configured`), a model without a price where one is needed
+/// (`unknown_model_pricing`), an HTTP operation of an offline provider or the reverse
+/// (`offline_provider`, `not_offline`). Status 400, not retryable.
 class ProviderCapabilityError : public Error {
 public:
-    ProviderCapabilityError(std::string code, const std::string& message, int status = 400)
-        : Error(std::move(code), message, status, false) {}
+    ProviderCapabilityError(ErrorCode code, const std::string& message)
+        : Error(code, message, 400, false) {}
+};
+
+/// An option, or a value the caller handed in, is invalid: the code names it (e.g.
+/// `invalid_max_tool_rounds`, `invalid_tenant`, `invalid_cursor`). Nothing was sent or
+/// changed. Status 400, not retryable.
+class InvalidOptionError : public Error {
+public:
+    InvalidOptionError(ErrorCode code, const std::string& message)
+        : Error(code, message, 400, false) {}
 };
 
 /// A conversation turn asked for more tool rounds than `max_tool_rounds` allows. Code
@@ -227,7 +257,7 @@ public:
 class MaxToolRoundsError : public Error {
 public:
     explicit MaxToolRoundsError(int max_rounds)
-        : Error("max_tool_rounds_exceeded",
+        : Error(ErrorCode::max_tool_rounds_exceeded,
                 "the model asked for another tool round after " + std::to_string(max_rounds) +
                     " round(s); raise max_tool_rounds or change the prompt",
                 422, false),
@@ -244,7 +274,7 @@ private:
 class BudgetExceededError : public Error {
 public:
     BudgetExceededError(const std::string& message, double remaining_usd, double estimated_usd)
-        : Error("budget_exceeded", message, 402, false),
+        : Error(ErrorCode::budget_exceeded, message, 402, false),
           remaining_usd_(remaining_usd),
           estimated_usd_(estimated_usd) {}
     [[nodiscard]] double remaining_usd() const noexcept { return remaining_usd_; }
@@ -261,7 +291,7 @@ private:
 class InvalidConversationSnapshotError : public Error {
 public:
     InvalidConversationSnapshotError(std::string path, std::string constraint)
-        : Error("invalid_conversation_snapshot",
+        : Error(ErrorCode::invalid_conversation_snapshot,
                 "at " + (path.empty() ? std::string("/") : path) + ": " + constraint, 422),
           path_(std::move(path)),
           constraint_(std::move(constraint)) {}
@@ -279,7 +309,7 @@ private:
 class ConversationBusyError : public Error {
 public:
     explicit ConversationBusyError(const std::string& message)
-        : Error("conversation_busy", message, 409, false) {}
+        : Error(ErrorCode::conversation_busy, message, 409, false) {}
 };
 
 /// A session store write found a different version than the writer expected: another writer
@@ -288,7 +318,7 @@ class SessionStoreConflictError : public Error {
 public:
     SessionStoreConflictError(const std::string& message, std::uint64_t expected_version,
                               std::uint64_t actual_version)
-        : Error("session_store_conflict", message, 409, true),
+        : Error(ErrorCode::session_store_conflict, message, 409, true),
           expected_version_(expected_version),
           actual_version_(actual_version) {}
     /// The version the writer expected (0: the session must not exist yet).
@@ -307,7 +337,7 @@ private:
 class SessionStoreError : public Error {
 public:
     SessionStoreError(const std::string& message, bool retryable = false)
-        : Error("session_store_failed", message, 500, retryable) {}
+        : Error(ErrorCode::session_store_failed, message, 500, retryable) {}
 };
 
 /// A dialog rule was broken: a reserved tool name (`reserved_tool_name`), a malformed or
@@ -319,8 +349,7 @@ public:
 /// error results with the message shown to the model. Listed in docs/errors.md.
 class DialogError : public Error {
 public:
-    DialogError(std::string code, const std::string& message)
-        : Error(std::move(code), message, 400, false) {}
+    DialogError(ErrorCode code, const std::string& message) : Error(code, message, 400, false) {}
 };
 
 /// `generate_object` ended without the model calling `presentResult`. Code
@@ -328,7 +357,7 @@ public:
 class MissingStructuredResultError : public Error {
 public:
     explicit MissingStructuredResultError(const std::string& message)
-        : Error("missing_structured_result", message, 422, true) {}
+        : Error(ErrorCode::missing_structured_result, message, 422, true) {}
 };
 
 }  // namespace ullm

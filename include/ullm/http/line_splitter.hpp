@@ -30,8 +30,8 @@ inline constexpr std::size_t stream_default_max_element_bytes = std::size_t{64} 
 /// Owns its buffer; not thread-safe (one splitter per stream). Copyable and movable.
 class NdjsonSplitter {
 public:
-    /// Creates a splitter that throws `ProviderError("invalid_provider_response", status 502)`
-    /// when one line grows beyond `max_line_bytes`.
+    /// Creates a splitter that throws `ProviderError(ErrorCode::invalid_provider_response, status
+    /// 502)` when one line grows beyond `max_line_bytes`.
     explicit NdjsonSplitter(std::size_t max_line_bytes = stream_default_max_element_bytes) noexcept
         : max_line_bytes_(max_line_bytes) {}
 
@@ -121,7 +121,7 @@ private:
     }
 
     [[noreturn]] void too_long() const {
-        throw ProviderError("invalid_provider_response",
+        throw ProviderError(ErrorCode::invalid_provider_response,
                             "NDJSON line longer than " + std::to_string(max_line_bytes_) + " bytes",
                             502, false);
     }
@@ -155,8 +155,8 @@ private:
 /// Owns its buffers; not thread-safe (one splitter per stream). Copyable and movable.
 class JsonArrayStreamSplitter {
 public:
-    /// Creates a splitter that throws `ProviderError("invalid_provider_response", status 502)`
-    /// when one element grows beyond `max_element_bytes`.
+    /// Creates a splitter that throws `ProviderError(ErrorCode::invalid_provider_response, status
+    /// 502)` when one element grows beyond `max_element_bytes`.
     explicit JsonArrayStreamSplitter(
         std::size_t max_element_bytes = stream_default_max_element_bytes) noexcept
         : max_element_bytes_(max_element_bytes) {}
@@ -242,8 +242,8 @@ private:
     }
 
     [[noreturn]] static void malformed(const std::string& what) {
-        throw ProviderError("invalid_provider_response", "malformed streamed JSON array: " + what,
-                            502, false);
+        throw ProviderError(ErrorCode::invalid_provider_response,
+                            "malformed streamed JSON array: " + what, 502, false);
     }
 
     /// Consumes one byte outside any element; when it starts an element, sets in_element_ and
@@ -380,7 +380,7 @@ private:
     }
 
     [[noreturn]] void too_long() const {
-        throw ProviderError("invalid_provider_response",
+        throw ProviderError(ErrorCode::invalid_provider_response,
                             "streamed JSON array element longer than " +
                                 std::to_string(max_element_bytes_) + " bytes",
                             502, false);

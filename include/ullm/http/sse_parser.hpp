@@ -68,8 +68,8 @@ inline constexpr std::size_t sse_default_max_event_bytes = std::size_t{64} << 20
 /// Copyable and movable.
 class SseParser {
 public:
-    /// Creates a parser that throws `ProviderError("invalid_provider_response", status 502)` when
-    /// one event's data, or any single line, grows beyond `max_event_bytes`.
+    /// Creates a parser that throws `ProviderError(ErrorCode::invalid_provider_response, status
+    /// 502)` when one event's data, or any single line, grows beyond `max_event_bytes`.
     explicit SseParser(std::size_t max_event_bytes = sse_default_max_event_bytes) noexcept
         : max_event_bytes_(max_event_bytes) {}
 
@@ -196,7 +196,7 @@ private:
 
     [[noreturn]] void too_large() const {
         throw ProviderError(
-            "invalid_provider_response",
+            ErrorCode::invalid_provider_response,
             "server-sent event larger than " + std::to_string(max_event_bytes_) + " bytes", 502,
             false);
     }

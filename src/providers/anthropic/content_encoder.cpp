@@ -25,7 +25,7 @@ std::optional<InlineData> parse_data_url(std::string_view url, std::string_view 
         url.substr(5, comma == std::string_view::npos ? std::string_view::npos : comma - 5);
     if (comma == std::string_view::npos || !ends_with(header, ";base64")) {
         throw ProviderCapabilityError(
-            "unsupported_option",
+            ErrorCode::unsupported_option,
             std::string(provider) + " accepts only base64 data: URLs for inline content");
     }
     return InlineData{std::string(header.substr(0, header.find(';'))),
@@ -94,16 +94,16 @@ json document_block(const DocumentPart& document, std::string_view provider) {
         // Plain-text documents travel as text, not base64.
         auto text = decode_base64(data);
         if (!text) {
-            throw ProviderCapabilityError(
-                "invalid_document", "a " + media_type + " document's data is not valid base64");
+            throw InvalidOptionError(ErrorCode::invalid_document,
+                                     "a " + media_type + " document's data is not valid base64");
         }
         block["source"] = {
             {"type", "text"}, {"media_type", "text/plain"}, {"data", std::move(*text)}};
     } else {
-        throw ProviderCapabilityError(
-            "unsupported_option", std::string(provider) +
-                                      " accepts PDF and plain-text documents, not \"" + media_type +
-                                      "\"");
+        throw ProviderCapabilityError(ErrorCode::unsupported_option,
+                                      std::string(provider) +
+                                          " accepts PDF and plain-text documents, not \"" +
+                                          media_type + "\"");
     }
     if (!document.name.empty()) block["title"] = document.name;
     return block;
@@ -170,9 +170,10 @@ std::optional<json> cache_control_value(const json& holder, std::string_view key
     const auto it = holder.find(key);
     if (it == holder.end() || it->is_null()) return std::nullopt;
     if (!it->is_object()) {
-        throw ProviderCapabilityError("invalid_cache_control", where +
-                                                                   " must be a JSON object such as "
-                                                                   "{\"type\": \"ephemeral\"}");
+        throw InvalidOptionError(ErrorCode::invalid_cache_control,
+                                 where +
+                                     " must be a JSON object such as "
+                                     "{\"type\": \"ephemeral\"}");
     }
     return *it;
 }

@@ -19,7 +19,7 @@ json media_part(const std::string& url, const std::string& data, std::string med
         const std::string_view header = std::string_view(url).substr(0, comma);
         if (comma == std::string::npos || !ends_with(header, ";base64")) {
             throw ProviderCapabilityError(
-                "unsupported_option",
+                ErrorCode::unsupported_option,
                 "gemini takes " + std::string(what) + " data: URLs only in base64 form");
         }
         const std::string_view type = header.substr(5, header.size() - 5 - 7);

@@ -45,9 +45,10 @@ std::string model_path(std::string_view model) {
         collection = "tunedModels/";
     }
     if (id.empty() || !std::all_of(id.begin(), id.end(), is_model_char)) {
-        throw ProviderCapabilityError(
-            "invalid_model", "\"" + sanitise_provider_message(model, 200) +
-                                 "\" is not a Gemini model id (letters, digits, '-', '.', '_')");
+        throw InvalidOptionError(
+            ErrorCode::invalid_model,
+            "\"" + sanitise_provider_message(model, 200) +
+                "\" is not a Gemini model id (letters, digits, '-', '.', '_')");
     }
     return std::string(collection) + std::string(id);
 }
@@ -115,26 +116,26 @@ json GeminiProvider::encode_body(const ChatRequest& request, bool stream) const 
     if (request.tool_choice && request.tools.empty() &&
         (request.tool_choice->mode == ToolChoice::Mode::required ||
          request.tool_choice->mode == ToolChoice::Mode::tool)) {
-        throw ProviderCapabilityError(
-            "invalid_tool_choice", "tool_choice forces a tool call but the request has no tools");
+        throw InvalidOptionError(ErrorCode::invalid_tool_choice,
+                                 "tool_choice forces a tool call but the request has no tools");
     }
     if (request.stop.size() > max_stop_sequences) {
-        throw ProviderCapabilityError("unsupported_option",
+        throw ProviderCapabilityError(ErrorCode::unsupported_option,
                                       "gemini takes at most 5 stop sequences; the request has " +
                                           std::to_string(request.stop.size()));
     }
     for (const char* key : {"generationConfig", "toolConfig"}) {
         if (const auto it = request.provider_options.find(key);
             it != request.provider_options.end() && !it->is_object()) {
-            throw ProviderCapabilityError(
-                "invalid_provider_options",
+            throw InvalidOptionError(
+                ErrorCode::invalid_provider_options,
                 std::string("provider_options.") + key + " must be a JSON object");
         }
     }
     if (const auto it = request.provider_options.find("tools");
         it != request.provider_options.end() && !it->is_array()) {
-        throw ProviderCapabilityError("invalid_provider_options",
-                                      "provider_options.tools must be a JSON array");
+        throw InvalidOptionError(ErrorCode::invalid_provider_options,
+                                 "provider_options.tools must be a JSON array");
     }
 
     ContentsEncoder encoder(name(), normalise_model(request.model));

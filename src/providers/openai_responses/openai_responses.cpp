@@ -37,8 +37,8 @@ void check_response_id(std::string_view id) {
                c == '_' || c == '-';
     });
     if (id.empty() || id.size() > 256 || !plain) {
-        throw ProviderCapabilityError(
-            "invalid_response_id",
+        throw InvalidOptionError(
+            ErrorCode::invalid_response_id,
             "a response id is 1 to 256 ASCII letters, digits, '_' or '-'; got " +
                 (id.empty() ? std::string("an empty one")
                             : "\"" + sanitise_provider_message(id, 80) + "\""));
@@ -72,9 +72,9 @@ ProviderCapabilities OpenAiResponsesProvider::capabilities(std::string_view mode
 json OpenAiResponsesProvider::encode_body(const ChatRequest& request, bool stream) const {
     detail::check_request(request, capabilities(request.model), name(), stream);
     if (request.max_tokens && *request.max_tokens < 16) {
-        throw ProviderCapabilityError("invalid_max_tokens",
-                                      "the Responses API needs max_tokens of at least 16, got " +
-                                          std::to_string(*request.max_tokens));
+        throw InvalidOptionError(ErrorCode::invalid_max_tokens,
+                                 "the Responses API needs max_tokens of at least 16, got " +
+                                     std::to_string(*request.max_tokens));
     }
     json body = {{"model", request.model}, {"store", false}};
     if (!request.system.empty()) body["instructions"] = request.system;
