@@ -9,7 +9,6 @@
 #include <ullm/providers/openai_responses.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
-#include "../providers/request_checks.hpp"
 #include "response_checks.hpp"
 
 #include <algorithm>
@@ -607,8 +606,7 @@ namespace {
 Route routed(const Client& client, ChatRequest& request, bool stream) {
     Route route = client.route(request.model);
     request.model = route.model;
-    detail::check_request(request, route.provider->capabilities(request.model),
-                          route.provider->name(), stream);
+    check_request(request, *route.provider, stream);
     return route;
 }
 

@@ -74,3 +74,11 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
 }
 
 }  // namespace ullm::detail
+
+namespace ullm {
+
+void check_request(const ChatRequest& request, const Provider& provider, bool stream) {
+    detail::check_request(request, provider.capabilities(request.model), provider.name(), stream);
+}
+
+}  // namespace ullm

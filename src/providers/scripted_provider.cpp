@@ -3,7 +3,6 @@
 #include <ullm/core/error.hpp>
 #include <ullm/http/retry_policy.hpp>
 
-#include "request_checks.hpp"
 #include "response_builder.hpp"
 
 namespace ullm {
@@ -136,7 +135,6 @@ std::unique_ptr<StreamDecoder> ScriptedProvider::stream_decoder(const ChatReques
 }
 
 ScriptedTurn ScriptedProvider::take(const ChatRequest& request) const {
-    detail::check_request(request, capabilities(request.model), name_, false);
     std::lock_guard lock(mutex_);
     requests_.push_back(request);
     if (queue_.empty()) {

@@ -363,7 +363,8 @@ TEST_CASE("anthropic: tool_choice forms", "[anthropic]") {
     CHECK(choice(ToolChoice::required()) == json{{"type", "any"}});
     CHECK(choice(ToolChoice::tool("lookup_weather")) ==
           json{{"type", "tool"}, {"name", "lookup_weather"}});
-    CHECK(error_code([&] { (void)choice(ToolChoice::tool("unknown")); }) == "invalid_tool_choice");
+    request.tool_choice = ToolChoice::tool("unknown");
+    CHECK(error_code([&] { ullm::check_request(request, provider()); }) == "invalid_tool_choice");
     request.tools.clear();
     request.tool_choice = ToolChoice::none();
     CHECK_FALSE(provider().encode_body(request, false).contains("tool_choice"));
@@ -488,7 +489,10 @@ TEST_CASE("anthropic: capabilities follow the model generation", "[anthropic]") 
 
 TEST_CASE("anthropic: unsupported options are refused, never dropped", "[anthropic]") {
     const auto code = [](ChatRequest request) {
-        return error_code([&] { (void)provider().encode_body(request, false); });
+        return error_code([&] {
+            ullm::check_request(request, provider());
+            (void)provider().encode_body(request, false);
+        });
     };
     ChatRequest request = basic_request("claude-3-5-sonnet-20241022");
     request.response_format = ullm::ResponseFormat{};

@@ -361,8 +361,12 @@ TEST_CASE("gemini: provider_options are merged; generationConfig deeply", "[gemi
 
 TEST_CASE("gemini: each capability refusal has its code", "[gemini]") {
     const ullm::GeminiProvider provider;
+    // What the client checks once (check_request), then what only the encoder can tell.
     const auto code_for = [&](const ullm::ChatRequest& request) {
-        return error_code_of([&] { (void)provider.encode(request, false); });
+        return error_code_of([&] {
+            ullm::check_request(request, provider);
+            (void)provider.encode(request, false);
+        });
     };
     auto base = request_for();
     base.messages = {ullm::Message::user("Hi")};

@@ -1256,7 +1256,10 @@ TEST_CASE("options the Responses API lacks are refused with their codes",
         ullm::ChatRequest request = request_for(std::move(model));
         request.messages.push_back(ullm::Message::user("hi"));
         change(request);
-        return error_code_of([&] { (void)provider.encode(request, false); });
+        return error_code_of([&] {
+            ullm::check_request(request, provider);
+            (void)provider.encode(request, false);
+        });
     };
     CHECK(code_of([](auto&) {}) == "no error");
     CHECK(code_of([](auto& r) { r.stop = {"END"}; }) == "unsupported_option");

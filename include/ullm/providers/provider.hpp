@@ -129,9 +129,11 @@ public:
     /// What `model` supports through this provider.
     [[nodiscard]] virtual ProviderCapabilities capabilities(std::string_view model) const = 0;
 
-    /// Builds the HTTP request for `request` (streamed or not). Throws
-    /// `ProviderCapabilityError` for options the model does not support and
-    /// `ToolDefinitionError` for invalid tools.
+    /// Builds the HTTP request for `request` (streamed or not), which `check_request` has
+    /// checked (`Client` checks every request once, before it routes it here; code that calls
+    /// a provider directly calls `check_request` first). Throws `ProviderCapabilityError` or
+    /// `InvalidOptionError` for what only the encoder can tell (option combinations of this
+    /// API, provider option values).
     [[nodiscard]] virtual HttpRequest encode(const ChatRequest& request, bool stream) const = 0;
 
     /// Decodes a complete response. A non-2xx status or an error body throws the mapped
@@ -162,5 +164,13 @@ public:
     [[nodiscard]] virtual std::unique_ptr<EventSource> respond_stream(const ChatRequest& request,
                                                                       std::stop_token stop) const;
 };
+
+/// What `Client` checks of every request before it is encoded, once: the options
+/// `provider.capabilities(request.model)` rules out (`ProviderCapabilityError`
+/// `unsupported_option`), option values (`InvalidOptionError`: `invalid_model`,
+/// `invalid_max_tokens`, `invalid_temperature`, `invalid_tool_choice`,
+/// `invalid_provider_options`) and the tools, as `define_tool` checks them
+/// (`ToolDefinitionError`). Providers trust a checked request.
+void check_request(const ChatRequest& request, const Provider& provider, bool stream = false);
 
 }  // namespace ullm

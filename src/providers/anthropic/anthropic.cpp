@@ -67,7 +67,6 @@ ProviderCapabilities AnthropicProvider::capabilities(std::string_view model) con
 
 json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) const {
     const ProviderCapabilities capabilities = this->capabilities(request.model);
-    detail::check_request(request, capabilities, name(), stream);
     const json& provider_options = request.provider_options;
 
     // Extended thinking is a provider option; check what it cannot be combined with.

@@ -9,7 +9,6 @@
 #include <string>
 #include <utility>
 
-#include "../request_checks.hpp"
 #include "gemini_internal.hpp"
 
 namespace ullm {
@@ -110,8 +109,7 @@ ProviderCapabilities GeminiProvider::capabilities(std::string_view model) const 
     return capabilities;
 }
 
-json GeminiProvider::encode_body(const ChatRequest& request, bool stream) const {
-    detail::check_request(request, capabilities(request.model), name(), stream);
+json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) const {
     (void)model_path(request.model);
     if (request.tool_choice && request.tools.empty() &&
         (request.tool_choice->mode == ToolChoice::Mode::required ||

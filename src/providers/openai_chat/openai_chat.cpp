@@ -8,7 +8,6 @@
 
 #include "../json_readers.hpp"
 #include "../openai_common.hpp"
-#include "../request_checks.hpp"
 #include "../response_builder.hpp"
 #include "openai_chat_internal.hpp"
 
@@ -49,7 +48,6 @@ ProviderCapabilities OpenAiChatProvider::capabilities(std::string_view model) co
 }
 
 json OpenAiChatProvider::encode_body(const ChatRequest& request, bool stream) const {
-    detail::check_request(request, capabilities(request.model), name(), stream);
     json body = {{"model", request.model}};
     json messages = json::array();
     if (!request.system.empty())

@@ -12,7 +12,6 @@
 
 #include "../json_readers.hpp"
 #include "../openai_common.hpp"
-#include "../request_checks.hpp"
 #include "openai_responses_internal.hpp"
 
 namespace ullm {
@@ -70,7 +69,6 @@ ProviderCapabilities OpenAiResponsesProvider::capabilities(std::string_view mode
 }
 
 json OpenAiResponsesProvider::encode_body(const ChatRequest& request, bool stream) const {
-    detail::check_request(request, capabilities(request.model), name(), stream);
     if (request.max_tokens && *request.max_tokens < 16) {
         throw InvalidOptionError(ErrorCode::invalid_max_tokens,
                                  "the Responses API needs max_tokens of at least 16, got " +
