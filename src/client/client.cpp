@@ -9,6 +9,8 @@
 #include <ullm/providers/openai_responses.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
+#include "../providers/request_checks.hpp"
+#include "conversation_calls.hpp"
 #include "response_checks.hpp"
 
 #include <algorithm>
@@ -602,11 +604,13 @@ Route Client::route(std::string_view model) const {
 namespace {
 
 // Routes `request` (its model becomes the provider's id) and refuses what the model cannot do,
-// for every provider, custom ones included. Before any I/O.
-Route routed(const Client& client, ChatRequest& request, bool stream) {
+// for every provider, custom ones included. Before any I/O. The tools are validated unless
+// `tools_checked` (a conversation's, validated when it was made).
+Route routed(const Client& client, ChatRequest& request, bool stream, bool tools_checked = false) {
     Route route = client.route(request.model);
     request.model = route.model;
-    check_request(request, *route.provider, stream);
+    detail::check_request(request, route.provider->capabilities(request.model),
+                          route.provider->name(), stream, tools_checked);
     return route;
 }
 
@@ -786,6 +790,19 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
     Route route = routed(*this, request, true);
     return ChatStream(std::make_unique<detail::ChatStreamState>(
         state_, std::move(route), std::move(request), std::move(stop)));
+}
+
+ChatResponse detail::ConversationCalls::complete(const Client& client, ChatRequest request,
+                                                 std::stop_token stop) {
+    const Route route = routed(client, request, false, true);
+    return complete_routed(*client.state_, route, request, std::move(stop));
+}
+
+ChatStream detail::ConversationCalls::stream(const Client& client, ChatRequest request,
+                                             std::stop_token stop) {
+    Route route = routed(client, request, true, true);
+    return ChatStream(std::make_unique<detail::ChatStreamState>(
+        client.state_, std::move(route), std::move(request), std::move(stop)));
 }
 
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop,

@@ -6,6 +6,7 @@
 #include <ullm/core/error.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
+#include "../client/conversation_calls.hpp"
 #include "conversation_state.hpp"
 #include "tool_runner.hpp"
 #include "tool_sequence.hpp"
@@ -253,10 +254,12 @@ private:
         // A round counts once its request is under way, even if it never answers.
         turn_totals_ += ConversationTotals{.rounds = 1};
         if (streaming_) {
-            round_stream_.emplace(state_->client.stream(std::move(request), stop_.get_token()));
+            round_stream_.emplace(detail::ConversationCalls::stream(
+                state_->client, std::move(request), stop_.get_token()));
             phase_ = Phase::streaming;
         } else {
-            finish_round(settled(state_->client.complete(std::move(request), stop_.get_token())));
+            finish_round(settled(detail::ConversationCalls::complete(
+                state_->client, std::move(request), stop_.get_token())));
         }
     }
 

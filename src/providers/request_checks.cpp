@@ -17,7 +17,7 @@ namespace ullm::detail {
 }
 
 void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,
-                   std::string_view provider, bool stream) {
+                   std::string_view provider, bool stream, bool tools_checked) {
     if (request.model.empty()) {
         throw InvalidOptionError(ErrorCode::invalid_model, "the request names no model");
     }
@@ -70,7 +70,7 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
         throw InvalidOptionError(ErrorCode::invalid_provider_options,
                                  "provider_options must be a JSON object");
     }
-    validate_declarations(request.tools);
+    if (!tools_checked) validate_declarations(request.tools);
 }
 
 }  // namespace ullm::detail

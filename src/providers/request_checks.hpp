@@ -12,9 +12,11 @@
 namespace ullm::detail {
 
 /// Throws `ProviderCapabilityError` (`unsupported_option`) for options `capabilities` rules
-/// out, and validates the tools (names, descriptions, schemas, duplicates) as define_tool does.
+/// out, `InvalidOptionError` for invalid option values, and, unless `tools_checked` (the tools
+/// come from a `ToolRegistry`, validated when it was made), validates the tools (names,
+/// descriptions, schemas, duplicates) as define_tool does.
 void check_request(const ChatRequest& request, const ProviderCapabilities& capabilities,
-                   std::string_view provider, bool stream);
+                   std::string_view provider, bool stream, bool tools_checked = false);
 
 /// Throws `ProviderCapabilityError` (`unsupported_option`): `provider` model `model` does not
 /// support `what`.

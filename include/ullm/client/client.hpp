@@ -26,6 +26,10 @@ namespace ullm {
 class Conversation;
 struct ConversationOptions;
 
+namespace detail {
+struct ConversationCalls;
+}
+
 /// One finished model request, as `ClientOptions::on_usage` is told of it.
 struct UsageReport {
     std::string provider;
@@ -200,6 +204,7 @@ public:
     struct State;
 
 private:
+    friend struct detail::ConversationCalls;
     std::shared_ptr<State> state_;
 };
 

@@ -1,0 +1,21 @@
+#pragma once
+
+// Internal: the model calls of a conversation. Its tools were validated once, by the
+// `ToolRegistry` made with the conversation, so its requests are checked as `Client` checks
+// every request except for the tools' definitions, which are not validated again each round.
+
+#include <ullm/client/chat_stream.hpp>
+#include <ullm/client/client.hpp>
+
+#include <stop_token>
+
+namespace ullm::detail {
+
+struct ConversationCalls {
+    [[nodiscard]] static ChatResponse complete(const Client& client, ChatRequest request,
+                                               std::stop_token stop);
+    [[nodiscard]] static ChatStream stream(const Client& client, ChatRequest request,
+                                           std::stop_token stop);
+};
+
+}  // namespace ullm::detail
