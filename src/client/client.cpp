@@ -9,6 +9,7 @@
 #include <ullm/providers/openai_responses.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
+#include "../providers/base_url.hpp"
 #include "../providers/request_checks.hpp"
 #include "conversation_calls.hpp"
 #include "response_checks.hpp"
@@ -512,11 +513,8 @@ Client Client::from_env(ClientOptions options) {
         AnthropicOptions anthropic;
         anthropic.api_key = key;
         if (const auto base = env("ANTHROPIC_BASE_URL"); !base.empty()) {
-            anthropic.base_url = base;
             // The SDKs take the host alone; the adapter wants everything before /messages.
-            while (!anthropic.base_url.empty() && anthropic.base_url.back() == '/') {
-                anthropic.base_url.pop_back();
-            }
+            anthropic.base_url = detail::trimmed_base_url(base);
             if (anthropic.base_url.size() < 3 ||
                 anthropic.base_url.compare(anthropic.base_url.size() - 3, 3, "/v1") != 0) {
                 anthropic.base_url += "/v1";
@@ -537,8 +535,7 @@ Client Client::from_env(ClientOptions options) {
     if (ollama.base_url.empty()) ollama.base_url = "http://localhost:11434";
     if (ollama.base_url.find("://") == std::string::npos)
         ollama.base_url = "http://" + ollama.base_url;
-    while (!ollama.base_url.empty() && ollama.base_url.back() == '/') ollama.base_url.pop_back();
-    ollama.base_url += "/v1";
+    ollama.base_url = detail::trimmed_base_url(std::move(ollama.base_url)) + "/v1";
     found.push_back(std::make_shared<OpenAiChatProvider>(std::move(ollama)));
 
     // Providers given explicitly win: register them last.

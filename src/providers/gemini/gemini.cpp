@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "../base_url.hpp"
 #include "gemini_internal.hpp"
 
 namespace ullm {
@@ -86,8 +87,7 @@ std::string request_id_header(const HttpResponseHead& head) {
 }  // namespace
 
 GeminiProvider::GeminiProvider(GeminiOptions options) : options_(std::move(options)) {
-    while (!options_.base_url.empty() && options_.base_url.back() == '/')
-        options_.base_url.pop_back();
+    options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
 }
 
 std::string_view GeminiProvider::name() const noexcept {

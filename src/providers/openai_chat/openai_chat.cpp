@@ -6,6 +6,7 @@
 
 #include <utility>
 
+#include "../base_url.hpp"
 #include "../json_readers.hpp"
 #include "../openai_common.hpp"
 #include "../response_builder.hpp"
@@ -28,8 +29,7 @@ using detail::openai_chat::origin_of;
 }  // namespace
 
 OpenAiChatProvider::OpenAiChatProvider(OpenAiChatOptions options) : options_(std::move(options)) {
-    while (!options_.base_url.empty() && options_.base_url.back() == '/')
-        options_.base_url.pop_back();
+    options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
 }
 
 std::string_view OpenAiChatProvider::name() const noexcept {

@@ -10,6 +10,7 @@
 #include <set>
 #include <utility>
 
+#include "../base_url.hpp"
 #include "../json_readers.hpp"
 #include "../openai_common.hpp"
 #include "openai_responses_internal.hpp"
@@ -48,8 +49,7 @@ void check_response_id(std::string_view id) {
 
 OpenAiResponsesProvider::OpenAiResponsesProvider(OpenAiResponsesOptions options)
     : options_(std::move(options)) {
-    while (!options_.base_url.empty() && options_.base_url.back() == '/')
-        options_.base_url.pop_back();
+    options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
 }
 
 std::string_view OpenAiResponsesProvider::name() const noexcept {
