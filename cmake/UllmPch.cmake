@@ -14,3 +14,34 @@ function(ullm_target_pch target)
     target_precompile_headers(${target} PRIVATE ${ULLM_PCH_HEADERS} ${ARGN})
   endif()
 endfunction()
+
+# Unity builds: the sources of each top-level folder are compiled as one translation unit, so
+# the nlohmann templates every file instantiates are compiled and optimised once per folder
+# rather than once per file. Files of one folder share one scope: a helper in an anonymous
+# namespace must not reuse a name another file of its folder uses (put shared helpers in a
+# private header instead). Off gives one object per file.
+option(ULLM_UNITY_BUILD "Compile each source folder of ullm's own targets as one unit" ON)
+
+# Groups the sources of `target` under `root` by their first folder below it for a unity build.
+function(ullm_target_unity target root)
+  if(NOT ULLM_UNITY_BUILD)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE GROUP)
+  # GCC takes an included .cpp for a header and warns when a class there holds a type of an
+  # anonymous namespace; in a unity build that is every such class, and harmless.
+  target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
+  get_target_property(sources ${target} SOURCES)
+  foreach(source IN LISTS sources)
+    get_filename_component(path "${source}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    file(RELATIVE_PATH relative "${root}" "${path}")
+    if(path MATCHES "\\.cpp$" AND NOT relative MATCHES "^\\.\\.")
+      string(REGEX REPLACE "/.*" "" group "${relative}")
+      if(group STREQUAL relative)
+        set(group "top")
+      endif()
+      set_source_files_properties(${source} TARGET_DIRECTORY ${target}
+                                  PROPERTIES UNITY_GROUP "${group}")
+    endif()
+  endforeach()
+endfunction()

@@ -35,7 +35,6 @@ using ullm::json;
 
 constexpr int exit_failed = 1;
 constexpr int exit_no_model = 2;
-constexpr int exit_usage = 64;
 
 // Bad command-line input: one line, exit 64.
 struct UsageError : std::runtime_error {

@@ -24,7 +24,6 @@ namespace {
 using ullm::json;
 
 constexpr int exit_invalid = 2;
-constexpr int exit_usage = 64;
 
 struct Provider {
     std::unique_ptr<ullm::Provider> adapter;

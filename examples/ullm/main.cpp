@@ -12,6 +12,7 @@
 
 #include "chat.hpp"
 #include "decode.hpp"
+#include "output.hpp"
 #include "sessions.hpp"
 
 #include <ullm/version.hpp>
@@ -25,7 +26,7 @@
 
 namespace {
 
-constexpr int exit_usage = 64;
+using ullm_cli::exit_usage;
 
 const char* const usage_text =
     "usage: ullm chat [options]               chat in the terminal\n"

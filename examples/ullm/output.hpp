@@ -9,6 +9,9 @@
 
 namespace ullm_cli {
 
+// The exit status of a command line the program does not accept (sysexits' EX_USAGE).
+constexpr int exit_usage = 64;
+
 // Output keeps keys in the order written: "type" first, then the rest.
 using out_json = ullm::ordered_json;
 

@@ -9,13 +9,13 @@
 #include <ullm/providers/openai_responses.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
+#include "../core/text.hpp"
 #include "../providers/base_url.hpp"
 #include "../providers/request_checks.hpp"
 #include "conversation_calls.hpp"
 #include "response_checks.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <deque>
@@ -42,11 +42,6 @@ namespace {
 std::string env(const char* name) {
     const char* value = std::getenv(name);
     return value == nullptr ? std::string() : std::string(value);
-}
-
-std::string ascii_lower(std::string text) {
-    for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return text;
 }
 
 // Which provider serves a bare model name, and which variable configures it.
@@ -402,7 +397,7 @@ private:
     // parser still compressed) or an HTML page (a proxy's or a captive portal's).
     void check_stream_head(const HttpResponseHead& head) const {
         if (const auto encoding = head.header("content-encoding")) {
-            const std::string value = ascii_lower(*encoding);
+            const std::string value = detail::lower_ascii(*encoding);
             if (!value.empty() && value != "identity") {
                 throw ProviderError(ErrorCode::invalid_provider_response,
                                     "the stream came with Content-Encoding \"" + *encoding +
@@ -411,7 +406,7 @@ private:
             }
         }
         if (const auto type = head.header("content-type")) {
-            if (ascii_lower(*type).starts_with("text/html")) {
+            if (detail::lower_ascii(*type).starts_with("text/html")) {
                 throw ProviderError(
                     ErrorCode::invalid_provider_response,
                     "the stream is an HTML page (Content-Type " + *type + "), not an event stream",

@@ -3,6 +3,8 @@
 #include <ullm/core/error.hpp>
 #include <ullm/detail/json_checks.hpp>
 
+#include "pointer.hpp"
+
 #include <string>
 #include <string_view>
 
@@ -13,12 +15,8 @@ namespace {
 constexpr std::string_view link_key = "@link";
 constexpr std::string_view link_prefix = "/of:";
 
-// `text` as a JSON string, bounded and safe to show whatever bytes it holds.
-std::string quote(std::string_view text, std::size_t limit = 80) {
-    std::string out = json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-    if (out.size() > limit) out = out.substr(0, limit) + "...";
-    return out;
-}
+// Links quote what they name at most this long.
+constexpr std::size_t quote_limit = 80;
 
 [[noreturn]] void link_error(const std::string& message) {
     throw DialogError(ErrorCode::invalid_link, message);
@@ -49,7 +47,7 @@ CellLink parse_link_text(std::string_view raw) {
         link_error("Target must include a piece handle, e.g. \"/of:fid1:abc123/path\".");
     }
     if (id.size() < min_cell_id_length) {
-        link_error(quote(id) +
+        link_error(detail::quote(id, quote_limit) +
                    " is a name, not a cell id: use the link shown under # Available Cells, e.g. "
                    "{\"@link\": \"/of:<id>/path\"}.");
     }
@@ -57,7 +55,7 @@ CellLink parse_link_text(std::string_view raw) {
     for (std::size_t i = 0; i < pointer.size(); ++i) {
         if (pointer[i] != '~') continue;
         if (i + 1 >= pointer.size() || (pointer[i + 1] != '0' && pointer[i + 1] != '1')) {
-            link_error("Target path " + quote(pointer) +
+            link_error("Target path " + detail::quote(pointer, quote_limit) +
                        " has a '~' that is not an escape: write ~0 for '~' and ~1 for '/'.");
         }
     }

@@ -3,6 +3,8 @@
 #include <ullm/core/error.hpp>
 #include <ullm/detail/redact.hpp>
 
+#include "../core/text.hpp"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -30,20 +32,6 @@ void initialise_curl_once() {
             ErrorCode::transport_error,
             std::string("libcurl could not be initialised: ") + curl_easy_strerror(result), false);
     }
-}
-
-std::string lower_ascii(std::string text) {
-    for (auto& c : text) {
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    return text;
-}
-
-std::string trim(std::string_view text) {
-    const auto first = text.find_first_not_of(" \t\r\n");
-    if (first == std::string_view::npos) return {};
-    const auto last = text.find_last_not_of(" \t\r\n");
-    return std::string(text.substr(first, last - first + 1));
 }
 
 // What the consumer sees of a transfer once it ends in failure.
@@ -256,7 +244,7 @@ private:
             if (next == nullptr)
                 throw TransportError(ErrorCode::transport_error, "out of memory", false);
             transfer.header_list = next;
-            has_expect = has_expect || lower_ascii(name) == "expect";
+            has_expect = has_expect || detail::lower_ascii(name) == "expect";
         }
         if (!has_expect) {
             // A 100-continue round trip only delays requests to APIs that always accept.
@@ -285,7 +273,7 @@ private:
             }
             return length;
         }
-        const std::string text = trim(line);
+        const std::string text(detail::trim_space(line));
         if (text.empty()) {
             if (transfer.head.status >= 200) {
                 transfer.head_ready = true;
@@ -295,8 +283,9 @@ private:
         }
         const auto colon = text.find(':');
         if (colon != std::string::npos) {
-            transfer.head.headers.emplace_back(lower_ascii(text.substr(0, colon)),
-                                               trim(std::string_view(text).substr(colon + 1)));
+            transfer.head.headers.emplace_back(
+                detail::lower_ascii(text.substr(0, colon)),
+                std::string(detail::trim_space(std::string_view(text).substr(colon + 1))));
         }
         return length;
     }

@@ -1,5 +1,7 @@
 #include <ullm/http/retry_policy.hpp>
 
+#include "../core/text.hpp"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -13,12 +15,6 @@
 namespace ullm {
 
 namespace {
-
-std::string_view trim(std::string_view text) {
-    while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-    while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-    return text;
-}
 
 // Parses "12", "1.5" as seconds; rejects anything else (signs, units, empty).
 std::optional<double> parse_seconds(std::string_view text) {
@@ -67,7 +63,7 @@ std::optional<std::chrono::milliseconds> RetryPolicy::delay_before(
 
 std::optional<std::chrono::milliseconds> RetryPolicy::parse_retry_after(
     std::string_view value, std::chrono::system_clock::time_point now) {
-    value = trim(value);
+    value = detail::trim_space(value);
     if (const auto seconds = parse_seconds(value)) return seconds_to_ms(*seconds);
     if (value.empty() || value.size() > 64) return std::nullopt;
     // curl_getdate understands IMF-fixdate, RFC 850 and asctime dates, as RFC 9110 requires.
@@ -85,7 +81,7 @@ std::optional<std::chrono::milliseconds> RetryPolicy::parse_retry_after(
 }
 
 std::optional<std::chrono::milliseconds> RetryPolicy::parse_duration(std::string_view value) {
-    value = trim(value);
+    value = detail::trim_space(value);
     if (value.size() < 2 || value.back() != 's') return std::nullopt;
     const auto seconds = parse_seconds(value.substr(0, value.size() - 1));
     if (!seconds) return std::nullopt;

@@ -3,6 +3,8 @@
 #include <ullm/detail/json_checks.hpp>
 #include <ullm/http/retry_policy.hpp>
 
+#include "../core/text.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
@@ -11,13 +13,6 @@ namespace ullm {
 
 namespace {
 
-std::string lower(std::string_view text) {
-    std::string out(text);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
-
 bool mentions(const std::string& haystack, std::initializer_list<std::string_view> needles) {
     return std::any_of(needles.begin(), needles.end(), [&](std::string_view needle) {
         return haystack.find(needle) != std::string::npos;
@@ -25,10 +20,10 @@ bool mentions(const std::string& haystack, std::initializer_list<std::string_vie
 }
 
 bool is_context_overflow(const ProviderFailure& failure) {
-    const std::string code = lower(failure.code);
+    const std::string code = detail::lower_ascii(failure.code);
     if (code == "context_length_exceeded" || code == "string_above_max_length") return true;
     if (failure.status != 400 && failure.status != 413 && failure.status != 422) return false;
-    const std::string text = lower(failure.message);
+    const std::string text = detail::lower_ascii(failure.message);
     return mentions(text,
                     {"context length", "context window", "maximum context", "prompt is too long",
                      "input is too long", "too many tokens", "exceeds the maximum number of tokens",
@@ -124,7 +119,7 @@ void throw_provider_failure(const ProviderFailure& failure, const ErrorOrigin& o
         message += " (" + failure.type +
                    (failure.type.empty() || failure.code.empty() ? "" : ", ") + failure.code + ")";
     }
-    const std::string type = lower(failure.type);
+    const std::string type = detail::lower_ascii(failure.type);
     const int status = failure.status;
     if (status == 401 || status == 403) throw AuthenticationError(message, status, origin);
     if (status == 429 || type == "rate_limit_error" || type == "resource_exhausted") {

@@ -18,21 +18,11 @@ namespace ullm {
 
 namespace {
 
+// The adapter's internal pieces (anthropic_internal.hpp).
+namespace anthropic = detail::anthropic;
+
 using detail::count_field;
 using detail::string_field;
-using detail::anthropic::append_turn;
-using detail::anthropic::assistant_blocks;
-using detail::anthropic::cache_control_value;
-using detail::anthropic::ClaudeModel;
-using detail::anthropic::failure_from_body;
-using detail::anthropic::finish_response;
-using detail::anthropic::MessageSummary;
-using detail::anthropic::parse_claude_model;
-using detail::anthropic::project_content;
-using detail::anthropic::Projection;
-using detail::anthropic::set_cache_control;
-using detail::anthropic::text_block;
-using detail::anthropic::user_blocks;
 
 // provider_options keys the adapter consumes instead of sending.
 constexpr std::string_view system_cache_key = "system_cache_control";
@@ -52,7 +42,7 @@ ProviderCapabilities AnthropicProvider::capabilities(std::string_view model) con
     ProviderCapabilities capabilities;
     capabilities.documents = true;
     capabilities.reasoning = true;
-    const ClaudeModel claude = parse_claude_model(model);
+    const anthropic::ClaudeModel claude = anthropic::parse_claude_model(model);
     if (!claude.known) return capabilities;
     const int version = claude.version();
     capabilities.images = version >= 30;
@@ -82,7 +72,8 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
         detail::throw_unsupported(name(), request.model,
                                   "forcing a tool call while extended thinking is on");
     }
-    if (request.temperature && request.top_p && parse_claude_model(request.model).modern()) {
+    if (request.temperature && request.top_p &&
+        anthropic::parse_claude_model(request.model).modern()) {
         detail::throw_unsupported(name(), request.model, "temperature together with top_p");
     }
 
@@ -94,39 +85,40 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
     body["max_tokens"] = request.max_tokens.value_or(max_tokens);
 
     json system = json::array();
-    if (!request.system.empty()) system.push_back(text_block(request.system));
+    if (!request.system.empty()) system.push_back(anthropic::text_block(request.system));
     json messages = json::array();
     for (std::size_t i = 0; i < request.messages.size(); ++i) {
         const Message& message = request.messages[i];
         json blocks = json::array();
         switch (message.role) {
             case Role::system:
-                if (!message.text().empty()) blocks.push_back(text_block(message.text()));
+                if (!message.text().empty())
+                    blocks.push_back(anthropic::text_block(message.text()));
                 break;
             case Role::user:
             case Role::tool:
-                blocks = user_blocks(message, name());
+                blocks = anthropic::user_blocks(message, name());
                 break;
             case Role::assistant:
-                blocks = assistant_blocks(message, name(), request.model);
+                blocks = anthropic::assistant_blocks(message, name(), request.model);
                 break;
         }
         if (blocks.empty()) continue;
-        if (auto cache_control =
-                cache_control_value(message.metadata, "cache_control",
-                                    "metadata.cache_control of message " + std::to_string(i))) {
-            set_cache_control(blocks, *cache_control);
+        if (auto cache_control = anthropic::cache_control_value(
+                message.metadata, "cache_control",
+                "metadata.cache_control of message " + std::to_string(i))) {
+            anthropic::set_cache_control(blocks, *cache_control);
         }
         if (message.role == Role::system) {
             for (auto& block : blocks) system.push_back(std::move(block));
         } else {
-            append_turn(messages, message.role == Role::assistant ? "assistant" : "user",
-                        std::move(blocks));
+            anthropic::append_turn(messages, message.role == Role::assistant ? "assistant" : "user",
+                                   std::move(blocks));
         }
     }
-    if (auto cache_control = cache_control_value(provider_options, system_cache_key,
-                                                 "provider_options.system_cache_control")) {
-        set_cache_control(system, *cache_control);
+    if (auto cache_control = anthropic::cache_control_value(
+            provider_options, system_cache_key, "provider_options.system_cache_control")) {
+        anthropic::set_cache_control(system, *cache_control);
     }
     if (!system.empty()) {
         const bool plain = std::none_of(system.begin(), system.end(), [](const json& block) {
@@ -152,8 +144,8 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
             if (!tool.description.empty()) entry["description"] = tool.description;
             tools.push_back(std::move(entry));
         }
-        if (auto cache_control = cache_control_value(provider_options, tools_cache_key,
-                                                     "provider_options.tools_cache_control")) {
+        if (auto cache_control = anthropic::cache_control_value(
+                provider_options, tools_cache_key, "provider_options.tools_cache_control")) {
             tools.back()["cache_control"] = *cache_control;
         }
         body["tools"] = std::move(tools);
@@ -222,9 +214,10 @@ ChatResponse AnthropicProvider::decode(const HttpResponse& response,
                        response.header("request-id").value_or("")};
     if (response.status < 200 || response.status > 299) {
         const json body = detail::parse_json_exact(response.body);
-        ProviderFailure failure = body.is_object() ? failure_from_body(body, response.status)
-                                                   : ProviderFailure{response.status, "", "",
-                                                                     response.body, std::nullopt};
+        ProviderFailure failure =
+            body.is_object()
+                ? anthropic::failure_from_body(body, response.status)
+                : ProviderFailure{response.status, "", "", response.body, std::nullopt};
         failure.status = response.status;
         failure.retry_after = retry_hint(response);
         if (origin.request_id.empty()) origin.request_id = string_field(body, "request_id");
@@ -235,7 +228,7 @@ ChatResponse AnthropicProvider::decode(const HttpResponse& response,
     const std::string type = string_field(body, "type");
     if (type == "error") {
         if (origin.request_id.empty()) origin.request_id = string_field(body, "request_id");
-        throw_provider_failure(failure_from_body(body, response.status), origin);
+        throw_provider_failure(anthropic::failure_from_body(body, response.status), origin);
     }
     if (!type.empty() && type != "message") {
         throw_invalid_response("the response body is a \"" + type + "\" object, not a message",
@@ -246,19 +239,20 @@ ChatResponse AnthropicProvider::decode(const HttpResponse& response,
         throw_invalid_response("the response body has no content array", origin);
     }
     detail::ResponseBuilder builder;
-    MessageSummary summary;
+    anthropic::MessageSummary summary;
     summary.stop_reason = string_field(body, "stop_reason");
     summary.stop_details = body.value("stop_details", json());
     summary.usage.update(body.value("usage", json()));
     summary.model = string_field(body, "model");
     summary.request_id = origin.request_id.empty() ? string_field(body, "id") : origin.request_id;
     summary.replay_model = request.model.empty() ? summary.model : request.model;
-    const Projection projection = project_content(*content, summary.stop_reason, origin, builder);
-    return finish_response(builder, projection, summary, std::string(name()));
+    const anthropic::Projection projection =
+        anthropic::project_content(*content, summary.stop_reason, origin, builder);
+    return anthropic::finish_response(builder, projection, summary, std::string(name()));
 }
 
 std::unique_ptr<StreamDecoder> AnthropicProvider::stream_decoder(const ChatRequest& request) const {
-    return detail::anthropic::make_stream_decoder(std::string(name()), request.model);
+    return anthropic::make_stream_decoder(std::string(name()), request.model);
 }
 
 }  // namespace ullm

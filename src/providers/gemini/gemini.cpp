@@ -16,14 +16,8 @@ namespace ullm {
 
 namespace {
 
-using detail::gemini::ContentsEncoder;
-using detail::gemini::declares_no_arguments;
-using detail::gemini::error_of;
-using detail::gemini::EventSink;
-using detail::gemini::failure_from_error;
-using detail::gemini::normalise_model;
-using detail::gemini::ResponseReader;
-using detail::gemini::translate_schema;
+// The adapter's internal pieces (gemini_internal.hpp).
+namespace gemini = detail::gemini;
 
 // Gemini accepts at most this many stop sequences.
 constexpr std::size_t max_stop_sequences = 5;
@@ -95,7 +89,7 @@ std::string_view GeminiProvider::name() const noexcept {
 }
 
 ProviderCapabilities GeminiProvider::capabilities(std::string_view model) const {
-    const std::string id = normalise_model(model);
+    const std::string id = gemini::normalise_model(model);
     ProviderCapabilities capabilities;
     capabilities.documents = true;
     capabilities.reasoning = !(id.starts_with("gemini-1") || id.starts_with("gemini-2.0"));
@@ -136,7 +130,7 @@ json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) co
                                  "provider_options.tools must be a JSON array");
     }
 
-    ContentsEncoder encoder(name(), normalise_model(request.model));
+    gemini::ContentsEncoder encoder(name(), gemini::normalise_model(request.model));
     encoder.add_system(request.system);
     for (const auto& message : request.messages) encoder.add(message);
 
@@ -149,8 +143,8 @@ json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) co
         json declarations = json::array();
         for (const auto& tool : request.tools) {
             json declaration = {{"name", tool.name}, {"description", tool.description}};
-            if (!declares_no_arguments(tool.parameters))
-                declaration["parametersJsonSchema"] = translate_schema(tool.parameters);
+            if (!gemini::declares_no_arguments(tool.parameters))
+                declaration["parametersJsonSchema"] = gemini::translate_schema(tool.parameters);
             declarations.push_back(std::move(declaration));
         }
         body["tools"] = json::array({{{"functionDeclarations", std::move(declarations)}}});
@@ -182,7 +176,8 @@ json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) co
     if (!request.stop.empty()) generation["stopSequences"] = request.stop;
     if (request.response_format) {
         generation["responseMimeType"] = "application/json";
-        generation["responseJsonSchema"] = translate_schema(request.response_format->schema);
+        generation["responseJsonSchema"] =
+            gemini::translate_schema(request.response_format->schema);
     }
     if (!generation.empty()) body["generationConfig"] = std::move(generation);
 
@@ -224,36 +219,37 @@ HttpRequest GeminiProvider::encode(const ChatRequest& request, bool stream) cons
 
 ChatResponse GeminiProvider::decode(const HttpResponse& response,
                                     const ChatRequest& request) const {
-    ResponseReader reader(std::string(name()), request, request_id_header(response));
+    gemini::ResponseReader reader(std::string(name()), request, request_id_header(response));
     if (response.status < 200 || response.status > 299) {
         const json body = detail::parse_json_exact(response.body);
-        const json* error = body.is_discarded() ? nullptr : error_of(body);
+        const json* error = body.is_discarded() ? nullptr : gemini::error_of(body);
         ProviderFailure failure =
-            error != nullptr ? failure_from_error(*error, response.status, &response)
-                             : failure_from_error(json(response.body), response.status, &response);
+            error != nullptr
+                ? gemini::failure_from_error(*error, response.status, &response)
+                : gemini::failure_from_error(json(response.body), response.status, &response);
         throw_provider_failure(failure, reader.origin());
     }
     const json body = parse_provider_json(response.body, reader.origin());
-    if (const json* error = error_of(body)) {
-        throw_provider_failure(failure_from_error(*error, response.status, &response),
+    if (const json* error = gemini::error_of(body)) {
+        throw_provider_failure(gemini::failure_from_error(*error, response.status, &response),
                                reader.origin());
     }
     if (body.is_array()) {
         // streamGenerateContent without alt=sse: the body is the array of chunks.
-        for (const auto& chunk : body) reader.read(chunk, false, EventSink{});
+        for (const auto& chunk : body) reader.read(chunk, false, gemini::EventSink{});
         if (!reader.finished()) {
             throw_invalid_response("the streamed response body has no chunk with a finishReason",
                                    reader.origin());
         }
     } else {
-        reader.read(body, true, EventSink{});
+        reader.read(body, true, gemini::EventSink{});
     }
-    reader.close(EventSink{});
+    reader.close(gemini::EventSink{});
     return reader.build();
 }
 
 std::unique_ptr<StreamDecoder> GeminiProvider::stream_decoder(const ChatRequest& request) const {
-    return detail::gemini::make_stream_decoder(std::string(name()), request);
+    return gemini::make_stream_decoder(std::string(name()), request);
 }
 
 }  // namespace ullm

@@ -16,15 +16,11 @@ namespace ullm {
 
 namespace {
 
+// The adapter's internal pieces (openai_chat_internal.hpp).
+namespace openai_chat = detail::openai_chat;
+
 using detail::is_openai_reasoning_model;
 using detail::string_field;
-using detail::openai_chat::decode_content;
-using detail::openai_chat::decode_reasoning;
-using detail::openai_chat::decode_usage;
-using detail::openai_chat::encode_message;
-using detail::openai_chat::failure_from_body;
-using detail::openai_chat::map_finish;
-using detail::openai_chat::origin_of;
 
 }  // namespace
 
@@ -52,7 +48,7 @@ json OpenAiChatProvider::encode_body(const ChatRequest& request, bool stream) co
     json messages = json::array();
     if (!request.system.empty())
         messages.push_back({{"role", "system"}, {"content", request.system}});
-    for (const auto& message : request.messages) encode_message(message, messages);
+    for (const auto& message : request.messages) openai_chat::encode_message(message, messages);
     body["messages"] = std::move(messages);
 
     if (!request.tools.empty()) {
@@ -103,12 +99,13 @@ HttpRequest OpenAiChatProvider::encode(const ChatRequest& request, bool stream) 
 
 ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
                                         const ChatRequest& request) const {
-    ErrorOrigin origin = origin_of(name(), request.model, &response);
+    ErrorOrigin origin = openai_chat::origin_of(name(), request.model, &response);
     if (response.status < 200 || response.status > 299) {
         const json body = detail::parse_json_exact(response.body);
-        ProviderFailure failure = body.is_object() ? failure_from_body(body, response.status)
-                                                   : ProviderFailure{response.status, "", "",
-                                                                     response.body, std::nullopt};
+        ProviderFailure failure =
+            body.is_object()
+                ? openai_chat::failure_from_body(body, response.status)
+                : ProviderFailure{response.status, "", "", response.body, std::nullopt};
         failure.status = response.status;
         failure.retry_after = retry_hint(response);
         throw_provider_failure(failure, origin);
@@ -116,7 +113,7 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
     const json body = parse_provider_json(response.body, origin);
     if (!body.is_object()) throw_invalid_response("the response body is not a JSON object", origin);
     if (const auto error = body.find("error"); error != body.end() && !error->is_null()) {
-        throw_provider_failure(failure_from_body(body, response.status), origin);
+        throw_provider_failure(openai_chat::failure_from_body(body, response.status), origin);
     }
     const auto choices = body.find("choices");
     if (choices == body.end() || !choices->is_array() || choices->empty() ||
@@ -131,9 +128,9 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
 
     detail::ResponseBuilder builder;
     std::string text;
-    std::string reasoning = decode_reasoning(*message);
+    std::string reasoning = openai_chat::decode_reasoning(*message);
     if (const auto content = message->find("content"); content != message->end()) {
-        decode_content(*content, text, reasoning);
+        openai_chat::decode_content(*content, text, reasoning);
     }
     builder.add_reasoning(reasoning);
     builder.add_text(text);
@@ -160,12 +157,14 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
         }
     }
     const std::string finish = string_field(choice, "finish_reason");
-    builder.set_finish(map_finish(finish), finish);
+    builder.set_finish(openai_chat::map_finish(finish), finish);
     const bool reasoning_apart = options_.provider_name == "xai";
-    builder.usage() = decode_usage(body.value("usage", json::object()), reasoning_apart);
+    builder.usage() =
+        openai_chat::decode_usage(body.value("usage", json::object()), reasoning_apart);
     if (builder.usage().input_tokens == 0) {
         if (const auto groq = body.find("x_groq"); groq != body.end() && groq->is_object()) {
-            builder.usage() = decode_usage(groq->value("usage", json::object()), reasoning_apart);
+            builder.usage() =
+                openai_chat::decode_usage(groq->value("usage", json::object()), reasoning_apart);
         }
     }
     builder.set_model(string_field(body, "model"));
@@ -176,7 +175,7 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
 
 std::unique_ptr<StreamDecoder> OpenAiChatProvider::stream_decoder(
     const ChatRequest& request) const {
-    return detail::openai_chat::make_stream_decoder(std::string(name()), request.model);
+    return openai_chat::make_stream_decoder(std::string(name()), request.model);
 }
 
 }  // namespace ullm

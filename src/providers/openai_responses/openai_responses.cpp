@@ -19,16 +19,13 @@ namespace ullm {
 
 namespace {
 
+// The adapter's internal pieces (openai_responses_internal.hpp).
+namespace openai_responses = detail::openai_responses;
+
 using detail::array_field;
 using detail::is_openai_reasoning_model;
 using detail::object_field;
 using detail::string_field;
-using detail::openai_responses::context_for;
-using detail::openai_responses::DecodeContext;
-using detail::openai_responses::encode_message;
-using detail::openai_responses::failure_from;
-using detail::openai_responses::interpret;
-using detail::openai_responses::unfinished;
 
 // Refuses an id that could not be a response's: it becomes a path segment as it is.
 void check_response_id(std::string_view id) {
@@ -78,7 +75,7 @@ json OpenAiResponsesProvider::encode_body(const ChatRequest& request, bool strea
     if (!request.system.empty()) body["instructions"] = request.system;
     json input = json::array();
     for (const auto& message : request.messages) {
-        encode_message(message, name(), request.model, input);
+        openai_responses::encode_message(message, name(), request.model, input);
     }
     body["input"] = std::move(input);
 
@@ -128,9 +125,10 @@ ChatResponse OpenAiResponsesProvider::decode(const HttpResponse& response,
                        response.header("x-request-id").value_or("")};
     if (response.status < 200 || response.status > 299) {
         const json body = detail::parse_json_exact(response.body);
-        ProviderFailure failure = body.is_object() ? failure_from(body, response.status)
-                                                   : ProviderFailure{response.status, "", "",
-                                                                     response.body, std::nullopt};
+        ProviderFailure failure =
+            body.is_object()
+                ? openai_responses::failure_from(body, response.status)
+                : ProviderFailure{response.status, "", "", response.body, std::nullopt};
         failure.retry_after = retry_hint(response);
         throw_provider_failure(failure, origin);
     }
@@ -141,11 +139,12 @@ ChatResponse OpenAiResponsesProvider::decode(const HttpResponse& response,
     const json* error = object_field(body, "error");
     const json* output = array_field(body, "output");
     if (status == "failed" || (error != nullptr && output == nullptr)) {
-        throw_provider_failure(failure_from(error != nullptr ? *error : json::object(), 0), origin);
+        throw_provider_failure(
+            openai_responses::failure_from(error != nullptr ? *error : json::object(), 0), origin);
     }
-    const DecodeContext context = context_for(name(), request);
+    const openai_responses::DecodeContext context = openai_responses::context_for(name(), request);
     if (status == "in_progress" || status == "queued") {
-        return unfinished(body, status, context, origin);
+        return openai_responses::unfinished(body, status, context, origin);
     }
     const json none = json::array();
     if (output == nullptr && status == "cancelled") output = &none;
@@ -153,12 +152,12 @@ ChatResponse OpenAiResponsesProvider::decode(const HttpResponse& response,
         throw_invalid_response("the body has no output array; it is not a Responses API response",
                                origin);
     }
-    return interpret(body, *output, context, "completed", origin.request_id);
+    return openai_responses::interpret(body, *output, context, "completed", origin.request_id);
 }
 
 std::unique_ptr<StreamDecoder> OpenAiResponsesProvider::stream_decoder(
     const ChatRequest& request) const {
-    return detail::openai_responses::make_stream_decoder(context_for(name(), request));
+    return openai_responses::make_stream_decoder(openai_responses::context_for(name(), request));
 }
 
 HttpRequest OpenAiResponsesProvider::background_request(const ChatRequest& request,
@@ -197,7 +196,7 @@ HttpRequest OpenAiResponsesProvider::background_request(const ChatRequest& reque
 }
 
 bool OpenAiResponsesProvider::runs_in_background(const ChatRequest& request) const {
-    return context_for(name(), request).background;
+    return openai_responses::context_for(name(), request).background;
 }
 
 HttpRequest OpenAiResponsesProvider::encode_retrieve(const ChatRequest& request,
@@ -223,8 +222,8 @@ ChatResponse OpenAiResponsesProvider::decode_retrieved(const HttpResponse& respo
 std::unique_ptr<StreamDecoder> OpenAiResponsesProvider::resumed_stream_decoder(
     const ChatRequest& request, const StreamPosition& from) const {
     check_response_id(from.response_id);
-    return detail::openai_responses::make_resumed_stream_decoder(context_for(name(), request),
-                                                                 from);
+    return openai_responses::make_resumed_stream_decoder(
+        openai_responses::context_for(name(), request), from);
 }
 
 }  // namespace ullm
