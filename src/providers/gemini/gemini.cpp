@@ -14,27 +14,17 @@
 
 namespace ullm {
 
+namespace detail::gemini {
+
 namespace {
-
-using detail::gemini::ContentsEncoder;
-using detail::gemini::declares_no_arguments;
-using detail::gemini::error_of;
-using detail::gemini::EventSink;
-using detail::gemini::failure_from_error;
-using detail::gemini::normalise_model;
-using detail::gemini::ResponseReader;
-using detail::gemini::translate_schema;
-
-// Gemini accepts at most this many stop sequences.
-constexpr std::size_t max_stop_sequences = 5;
 
 bool is_model_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
            c == '.' || c == '_' || c == '@';
 }
 
-// The resource path of `model` in the URL: `models/<id>` or `tunedModels/<id>`. Throws
-// `ProviderCapabilityError` (`invalid_model`) for ids that do not belong in a path segment.
+}  // namespace
+
 std::string model_path(std::string_view model) {
     std::string_view id = model;
     std::string_view collection = "models/";
@@ -52,6 +42,46 @@ std::string model_path(std::string_view model) {
     }
     return std::string(collection) + std::string(id);
 }
+
+HttpRequest post_request(const GeminiOptions& options, std::string url, const json& body) {
+    HttpRequest http;
+    http.method = "POST";
+    http.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    http.url = std::move(url);
+    http.headers = {{"Content-Type", "application/json"}};
+    if (!options.api_key.empty()) {
+        http.headers.emplace_back("x-goog-api-key", options.api_key);
+        http.secrets.push_back(options.api_key);
+    }
+    for (const auto& header : options.extra_headers) http.headers.push_back(header);
+    http.connect_timeout = options.connect_timeout;
+    http.idle_timeout = options.idle_timeout;
+    return http;
+}
+
+std::string request_id_header(const HttpResponseHead& head) {
+    if (auto id = head.header("x-request-id")) return *id;
+    if (auto id = head.header("x-goog-request-id")) return *id;
+    return {};
+}
+
+}  // namespace detail::gemini
+
+namespace {
+
+using detail::gemini::ContentsEncoder;
+using detail::gemini::declares_no_arguments;
+using detail::gemini::error_of;
+using detail::gemini::EventSink;
+using detail::gemini::failure_from_error;
+using detail::gemini::model_path;
+using detail::gemini::normalise_model;
+using detail::gemini::request_id_header;
+using detail::gemini::ResponseReader;
+using detail::gemini::translate_schema;
+
+// Gemini accepts at most this many stop sequences.
+constexpr std::size_t max_stop_sequences = 5;
 
 // The major version of a Gemma model ("gemma-3-27b-it" → 3), or nullopt for other models.
 std::optional<int> gemma_generation(std::string_view model) {
@@ -78,16 +108,15 @@ void deep_merge(json& target, const json& patch) {
     }
 }
 
-std::string request_id_header(const HttpResponseHead& head) {
-    if (auto id = head.header("x-request-id")) return *id;
-    if (auto id = head.header("x-goog-request-id")) return *id;
-    return {};
-}
-
 }  // namespace
 
 GeminiProvider::GeminiProvider(GeminiOptions options) : options_(std::move(options)) {
     options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
+    embeddings_ = detail::gemini::make_embedding_codec(options_);
+}
+
+const EmbeddingCodec* GeminiProvider::embeddings() const noexcept {
+    return embeddings_.get();
 }
 
 std::string_view GeminiProvider::name() const noexcept {
@@ -205,20 +234,12 @@ json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) co
 }
 
 HttpRequest GeminiProvider::encode(const ChatRequest& request, bool stream) const {
-    HttpRequest http;
-    http.method = "POST";
-    http.body = encode_body(request, stream).dump(-1, ' ', false, json::error_handler_t::replace);
-    http.url = options_.base_url + "/" + model_path(request.model) +
-               (stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
-    http.headers = {{"Content-Type", "application/json"}};
-    if (stream) http.headers.emplace_back("Accept", "text/event-stream");
-    if (!options_.api_key.empty()) {
-        http.headers.emplace_back("x-goog-api-key", options_.api_key);
-        http.secrets.push_back(options_.api_key);
-    }
-    for (const auto& header : options_.extra_headers) http.headers.push_back(header);
-    http.connect_timeout = options_.connect_timeout;
-    http.idle_timeout = options_.idle_timeout;
+    HttpRequest http = detail::gemini::post_request(
+        options_,
+        options_.base_url + "/" + model_path(request.model) +
+            (stream ? ":streamGenerateContent?alt=sse" : ":generateContent"),
+        encode_body(request, stream));
+    if (stream) http.headers.insert(http.headers.begin() + 1, {"Accept", "text/event-stream"});
     return http;
 }
 
@@ -226,12 +247,7 @@ ChatResponse GeminiProvider::decode(const HttpResponse& response,
                                     const ChatRequest& request) const {
     ResponseReader reader(std::string(name()), request, request_id_header(response));
     if (response.status < 200 || response.status > 299) {
-        const json body = detail::parse_json_exact(response.body);
-        const json* error = body.is_discarded() ? nullptr : error_of(body);
-        ProviderFailure failure =
-            error != nullptr ? failure_from_error(*error, response.status, &response)
-                             : failure_from_error(json(response.body), response.status, &response);
-        throw_provider_failure(failure, reader.origin());
+        detail::gemini::throw_status_failure(response, reader.origin());
     }
     const json body = parse_provider_json(response.body, reader.origin());
     if (const json* error = error_of(body)) {
