@@ -6,6 +6,7 @@
 #include <ullm/providers/openai_responses.hpp>
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -381,4 +382,49 @@ TEST_CASE("Gemini embeddings decode, and bad answers are refused", "[embeddings]
 TEST_CASE("Anthropic and custom providers offer no embeddings by default", "[embeddings]") {
     const ullm::AnthropicProvider anthropic({.api_key = "sk-ant-test"});
     CHECK(anthropic.embeddings() == nullptr);
+}
+
+TEST_CASE("every cut and every one-byte change of an answer decodes whole or fails with an Error",
+          "[embeddings]") {
+    const std::vector<float> vector = {0.25f, -1.5f, 3.0e-8f, 7.0f};
+    struct Case {
+        const ullm::EmbeddingCodec* codec;
+        std::string body;
+        ullm::EmbeddingRequest request;
+    };
+    const std::vector<Case> cases = {
+        {openai.embeddings(),
+         openai_body(json::array(
+             {item(1, ullm::detail::encode_base64_floats(vector)), item(0, {0.5, -0.5, 1, 2})})),
+         texts({"a", "b"})},
+        {gemini.embeddings(), R"({"embeddings":[{"values":[1,2,3]},{"values":[4,5,6]}]})",
+         texts({"a", "b"}, "gemini-embedding-001")},
+    };
+    std::size_t decoded = 0;
+    for (const auto& sample : cases) {
+        for (std::size_t cut = 0; cut < sample.body.size(); ++cut) {
+            INFO("cut at " << cut);
+            CHECK(error_code_of([&] {
+                      (void)sample.codec->decode(answer(sample.body.substr(0, cut)), sample.request);
+                  }) == "invalid_provider_response");
+        }
+        for (std::size_t at = 0; at < sample.body.size(); ++at) {
+            for (const char replacement : {'0', '9', '-', ']', '"', 'A', '=', '\0', 'e'}) {
+                std::string changed = sample.body;
+                changed[at] = replacement;
+                try {
+                    const auto response = sample.codec->decode(answer(changed), sample.request);
+                    ++decoded;
+                    REQUIRE(response.vectors.size() == 2);
+                    CHECK(response.vectors[0].size() == response.vectors[1].size());
+                    for (const auto& values : response.vectors) {
+                        for (const float value : values) CHECK(std::isfinite(value));
+                    }
+                } catch (const ullm::Error&) {
+                    // Refused, with a stable code: what the contract allows.
+                }
+            }
+        }
+    }
+    CHECK(decoded > 0);
 }
