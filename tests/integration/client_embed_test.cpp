@@ -318,7 +318,11 @@ TEST_CASE("Gemini: one input through embedContent, 250 through three batchEmbedC
         }
         json embeddings = json::array();
         for (const auto& entry : body["requests"]) embeddings.push_back(values(entry));
-        return ScriptedResponse::json(200, json{{"embeddings", embeddings}}.dump());
+        // A token per input, as current answers count them.
+        return ScriptedResponse::json(
+            200, json{{"embeddings", embeddings},
+                      {"usageMetadata", {{"promptTokenCount", body["requests"].size()}}}}
+                     .dump());
     });
     auto reports = std::make_shared<Reports>();
     const auto client =
@@ -336,7 +340,7 @@ TEST_CASE("Gemini: one input through embedContent, 250 through three batchEmbedC
     CHECK(sent[0].target == "/v1beta/models/gemini-embedding-001:embedContent");
     CHECK(sent[0].header("x-goog-api-key") == "AIza-test-key");
     CHECK(json::parse(sent[0].body)["taskType"] == "RETRIEVAL_QUERY");
-    // Gemini counts no tokens: zero usage, no cost.
+    // An answer without usageMetadata: zero usage, no cost.
     CHECK(one.usage.input_tokens == 0);
     CHECK_FALSE(one.usage.cost_usd);
 
@@ -345,6 +349,9 @@ TEST_CASE("Gemini: one input through embedContent, 250 through three batchEmbedC
     REQUIRE(many.vectors.size() == 250);
     for (std::size_t i = 0; i < inputs.size(); ++i) CHECK(many.vectors[i] == vector_of(inputs[i]));
     CHECK(many.requests == 3);
+    CHECK(many.usage.input_tokens == 250);
+    REQUIRE(many.usage.cost_usd);
+    CHECK(*many.usage.cost_usd == Approx(250 * 0.15 / 1e6));
     sent = server.requests();
     REQUIRE(sent.size() == 4);
     CHECK(sent[1].target == "/v1beta/models/gemini-embedding-001:batchEmbedContents");

@@ -347,6 +347,14 @@ TEST_CASE("Gemini embeddings decode, and bad answers are refused", "[embeddings]
     const auto batch =
         codec->decode(answer(R"({"embeddings":[{"values":[1,2]},{"values":[3,4]}]})"), two);
     CHECK(batch.vectors == std::vector<std::vector<float>>{{1.0f, 2.0f}, {3.0f, 4.0f}});
+    CHECK(batch.usage.input_tokens == 0);
+    // The token count current answers carry.
+    const auto counted = codec->decode(
+        answer(
+            R"({"embeddings":[{"values":[1,2]},{"values":[3,4]}],"usageMetadata":)"
+            R"({"promptTokenCount":5,"promptTokenDetails":[{"modality":"TEXT","tokenCount":5}]}})"),
+        two);
+    CHECK(counted.usage.input_tokens == 5);
 
     const auto fails = [&](const std::string& body, const ullm::EmbeddingRequest& request) {
         return error_code_of([&] { (void)codec->decode(answer(body), request); });
@@ -405,7 +413,8 @@ TEST_CASE("every cut and every one-byte change of an answer decodes whole or fai
         for (std::size_t cut = 0; cut < sample.body.size(); ++cut) {
             INFO("cut at " << cut);
             CHECK(error_code_of([&] {
-                      (void)sample.codec->decode(answer(sample.body.substr(0, cut)), sample.request);
+                      (void)sample.codec->decode(answer(sample.body.substr(0, cut)),
+                                                 sample.request);
                   }) == "invalid_provider_response");
         }
         for (std::size_t at = 0; at < sample.body.size(); ++at) {

@@ -56,8 +56,7 @@ struct EmbeddingResponse {
     /// none).
     std::string model;
     /// Summed over the call's requests: `input_tokens` as the provider counted them (0 when it
-    /// reports none: Gemini does not); `cost_usd` when the model has a price and tokens were
-    /// counted.
+    /// reports none); `cost_usd` when the model has a price and tokens were counted.
     Usage usage;
     /// How many HTTP requests the call took.
     std::size_t requests = 0;

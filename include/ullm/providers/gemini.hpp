@@ -136,9 +136,9 @@ public:
         const ChatRequest& request) const override;
     /// Embeddings: one input through `models/{model}:embedContent`, more (at most 100 a
     /// request) through `:batchEmbedContents`; `dimensions` as `outputDimensionality`, the task
-    /// as `taskType` (`RETRIEVAL_QUERY`, …). Gemini returns JSON numbers (no base64 form) and no
-    /// token counts, so usage stays zero and unpriced. Its `check` throws `invalid_model` as
-    /// `encode` does.
+    /// as `taskType` (`RETRIEVAL_QUERY`, …). Gemini returns JSON numbers (no base64 form); usage is
+    /// `usageMetadata.promptTokenCount` when the answer carries it, else zero (and unpriced).
+    /// Its `check` throws `invalid_model` as `encode` does.
     [[nodiscard]] const EmbeddingCodec* embeddings() const noexcept override;
 
     /// The request body alone (what `encode` sends), for inspection and tests. Throws as

@@ -107,6 +107,10 @@ public:
             }
         }
         check_embedding_vectors(out.vectors, request, origin);
+        // Older answers count no tokens; current ones carry the prompt's count.
+        if (const json* usage = object_field(body, "usageMetadata")) {
+            out.usage.input_tokens = count_field(*usage, "promptTokenCount");
+        }
         out.model = normalise_model(request.model);
         out.requests = 1;
         return out;
