@@ -54,6 +54,7 @@ struct Settings {
     ullm::BudgetAction on_budget = ullm::BudgetAction::throw_error;
     int max_tool_rounds = 5;
     std::optional<std::size_t> window;
+    std::optional<std::int64_t> dimensions;  // embed
     bool tools = true;
     bool offline = false;
     bool json = false;
@@ -71,7 +72,7 @@ long long parse_integer(const std::string& option, const std::string& value, lon
     return number;
 }
 
-Settings parse(const std::vector<std::string>& args, bool for_send) {
+Settings parse(const std::vector<std::string>& args, bool for_send, bool for_embed = false) {
     Settings settings;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
@@ -123,6 +124,8 @@ Settings parse(const std::vector<std::string>& args, bool for_send) {
             settings.tools = false;
         } else if (arg == "--offline") {
             settings.offline = true;
+        } else if (arg == "--dimensions" && for_embed) {
+            settings.dimensions = parse_integer(arg, value(), 1, 1'000'000);
         } else if (arg == "--json" && for_send) {
             settings.json = true;
         } else if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
@@ -526,6 +529,66 @@ int send(const std::vector<std::string>& args) {
             }
         }
         std::fputc('\n', stdout);
+        return 0;
+    });
+}
+
+int embed(const std::vector<std::string>& args) {
+    return guarded("embed", [&] {
+        Settings settings = parse(args, true, true);
+        if (!settings.session.empty() || !settings.system.empty() || settings.allow_dir ||
+            settings.window || settings.json) {
+            throw UsageError(
+                "embed takes no --session, --system, --allow-dir, --window or --json (it always "
+                "prints JSON)");
+        }
+        std::vector<std::string> inputs;
+        for (const auto& word : settings.positional) {
+            if (word != "-") inputs.push_back(word);
+        }
+        if (inputs.empty()) {
+            std::string line;
+            while (std::getline(std::cin, line)) {
+                if (!line.empty() && line.back() == '\r') line.pop_back();
+                if (!line.empty()) inputs.push_back(line);
+            }
+        }
+        if (inputs.empty())
+            throw UsageError("no input (give texts as arguments, or one a line on stdin)");
+        if (settings.model.empty() && !settings.offline && settings.base_url.empty()) {
+            if (has_env("OPENAI_API_KEY")) {
+                settings.model = "text-embedding-3-small";
+            } else if (has_env("GEMINI_API_KEY") || has_env("GOOGLE_API_KEY")) {
+                settings.model = "gemini-embedding-001";
+            } else {
+                throw NoModel(
+                    "ullm: no embedding model: set OPENAI_API_KEY or GEMINI_API_KEY, or name one "
+                    "with --model (e.g. --model ollama/nomic-embed-text)");
+            }
+        }
+        auto [client, model] = make_client(settings, nullptr);
+        ullm::EmbeddingRequest request{
+            .model = model, .inputs = std::move(inputs), .dimensions = settings.dimensions};
+        const auto response =
+            settings.budget ? client.embed(std::move(request), {},
+                                           {.usd = *settings.budget, .action = settings.on_budget})
+                            : client.embed(std::move(request));
+        // Floats in their shortest form that reads back to the same value.
+        std::string vectors = "[";
+        for (std::size_t i = 0; i < response.vectors.size(); ++i) {
+            vectors += i == 0 ? "[" : ",[";
+            for (std::size_t k = 0; k < response.vectors[i].size(); ++k) {
+                if (k > 0) vectors += ',';
+                vectors += fmt::format("{}", response.vectors[i][k]);
+            }
+            vectors += "]";
+        }
+        vectors += "]";
+        fmt::print(
+            "{{\"model\":{},\"dimensions\":{},\"requests\":{},\"budget_skipped\":{},"
+            "\"usage\":{},\"embeddings\":{}}}\n",
+            json(response.model).dump(), response.dimensions(), response.requests,
+            response.budget_skipped, usage_json(response.usage).dump(), vectors);
         return 0;
     });
 }

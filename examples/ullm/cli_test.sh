@@ -1,5 +1,5 @@
 #!/bin/sh
-# `ullm` as a script uses it: a piped offline chat, sessions, show, send, and one clear line
+# `ullm` as a script uses it: a piped offline chat, sessions, show, send, embed, and one clear line
 # with the right exit status for each kind of bad input.
 #   sh cli_test.sh PATH_TO_ULLM SCRATCH_DIR
 ullm=$1
@@ -76,6 +76,16 @@ expect "a piped chat whose server is down exits 1, its session kept" 1 \
     'connection_failed' \
     sh -c "echo hi | '$ullm' chat --base-url http://127.0.0.1:9/v1 --model m --store '$store' --session piped"
 expect "and the session is as it was" 0 '^piped +[0-9T:-]+ +8 ' "$ullm" sessions --store "$store"
+expect "embed without input" 64 '^ullm embed: no input' \
+    sh -c "'$ullm' embed --offline </dev/null"
+expect "embed with bad dimensions" 64 'dimensions needs a whole number from 1' \
+    "$ullm" embed --offline --dimensions 0 hello
+expect "embed offline: the scripted model has no embeddings" 1 \
+    '^ullm embed: offline has no embeddings API' "$ullm" embed --offline hello
+expect "embed with no key and no model" 2 'no embedding model' \
+    env -u OPENAI_API_KEY -u GEMINI_API_KEY -u GOOGLE_API_KEY "$ullm" embed hello
+expect "embed from an unreachable server" 1 '^ullm embed: .*(connect|Connection refused)' \
+    "$ullm" embed --base-url http://127.0.0.1:9/v1 --model m hello
 
 if [ "$failures" -eq 0 ]; then echo "all cli checks passed"; else echo "$failures cli checks FAILED"; fi
 [ "$failures" -eq 0 ]

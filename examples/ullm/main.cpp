@@ -2,6 +2,7 @@
 //
 //   ullm chat [options]              an interactive chat in the terminal
 //   ullm send [options] [PROMPT...]  one prompt (or stdin), for scripts
+//   ullm embed [options] [TEXT...]   embeddings of texts (or of stdin's lines), as JSON
 //   ullm sessions [--store PATH]     the stored sessions
 //   ullm show ID [--store PATH]      a session's transcript as Markdown
 //   ullm decode --provider NAME [--status N] FILE
@@ -31,6 +32,7 @@ using ullm_cli::exit_usage;
 const char* const usage_text =
     "usage: ullm chat [options]               chat in the terminal\n"
     "       ullm send [options] [PROMPT...]   one prompt (or stdin); --json prints the response\n"
+    "       ullm embed [options] [TEXT...]    embeddings of the texts (or of stdin's lines)\n"
     "       ullm sessions [--store PATH]      list the stored sessions\n"
     "       ullm show ID [--store PATH]       print a session as Markdown\n"
     "       ullm decode --provider NAME [--status N] FILE\n"
@@ -51,6 +53,9 @@ const char* const usage_text =
     "  --allow-dir DIR       let the model read text files under DIR\n"
     "  --no-tools            no tools (current_time and calculate are on by default)\n"
     "  --offline             a scripted model: no network, no key\n"
+    "\n"
+    "embed takes --model, --provider, --base-url, --api-key-env, --budget, --on-budget and\n"
+    "  --dimensions N        shorter vectors, for models that can shorten theirs\n"
     "\n"
     "Keys come from OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY (or GOOGLE_API_KEY);\n"
     "OLLAMA_HOST points at Ollama. decode prints the canonical events of a recorded response.\n";
@@ -134,6 +139,7 @@ int main(int argc, char** argv) {
     }
     if (command == "chat") return ullm_cli::chat({args.begin() + 1, args.end()});
     if (command == "send") return ullm_cli::send({args.begin() + 1, args.end()});
+    if (command == "embed") return ullm_cli::embed({args.begin() + 1, args.end()});
     if (command == "decode") return decode_command(args);
     if (command == "sessions" || command == "show") {
         const auto parsed = store_args(args, command.c_str());

@@ -19,6 +19,7 @@
 #include <ullm/dialog/generate_object.hpp>
 #include <ullm/http/curl_transport.hpp>
 #include <ullm/providers/anthropic.hpp>
+#include <ullm/providers/embedding.hpp>
 #include <ullm/providers/gemini.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/openai_responses.hpp>

@@ -12,6 +12,7 @@
 #include "../core/text.hpp"
 #include "../providers/base_url.hpp"
 #include "../providers/request_checks.hpp"
+#include "client_state.hpp"
 #include "conversation_calls.hpp"
 #include "response_checks.hpp"
 
@@ -26,18 +27,12 @@
 
 namespace ullm {
 
-struct Client::State {
-    std::string default_model;
-    std::shared_ptr<Transport> transport;
-    RetryPolicy retry;
-    std::shared_ptr<const PriceTable> prices;
-    std::shared_ptr<SessionStore> session_store;
-    std::function<void(const UsageReport&)> on_usage;
-    mutable std::shared_mutex mutex;
-    std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
-};
-
 namespace {
+
+using detail::redact_secrets;
+using detail::report_usage;
+using detail::retry_delay;
+using detail::send_with_retries;
 
 std::string env(const char* name) {
     const char* value = std::getenv(name);
@@ -52,7 +47,8 @@ struct NamedRoute {
 
 std::optional<NamedRoute> route_by_name(std::string_view model) {
     if (model.starts_with("gpt-") || model.starts_with("o1") || model.starts_with("o3") ||
-        model.starts_with("o4") || model.starts_with("chatgpt-")) {
+        model.starts_with("o4") || model.starts_with("chatgpt-") ||
+        model.starts_with("text-embedding-")) {
         return NamedRoute{"openai", "OPENAI_API_KEY"};
     }
     if (model.starts_with("claude-")) return NamedRoute{"anthropic", "ANTHROPIC_API_KEY"};
@@ -60,19 +56,6 @@ std::optional<NamedRoute> route_by_name(std::string_view model) {
         return NamedRoute{"gemini", "GEMINI_API_KEY (or GOOGLE_API_KEY)"};
     }
     return std::nullopt;
-}
-
-// A retry's delay, or nullopt when `error` must not be retried after `attempt`.
-std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& policy, const Error& error,
-                                                     int attempt) {
-    if (!error.retryable()) return std::nullopt;
-    std::optional<std::chrono::milliseconds> hint;
-    if (const auto* limited = dynamic_cast<const RateLimitError*>(&error)) {
-        hint = limited->retry_after();
-    } else if (const auto* failed = dynamic_cast<const ProviderError*>(&error)) {
-        hint = failed->retry_after();
-    }
-    return policy.delay_before(attempt, hint, RetryPolicy::random_unit());
 }
 
 // Fills in the cost of `response` when its model has a price.
@@ -84,17 +67,6 @@ void price_response(const PriceTable& prices, ChatResponse& response, std::strin
     if (price) response.usage.cost_usd = PriceTable::cost(*price, response.usage);
 }
 
-// Tells `ClientOptions::on_usage` of a finished request; what the callback throws is dropped.
-void report_usage(const Client::State& client, std::string_view provider, const std::string& model,
-                  const Usage& usage, bool streamed, bool skipped) noexcept {
-    if (!client.on_usage) return;
-    try {
-        client.on_usage(UsageReport{std::string(provider), model, usage, streamed, skipped});
-    } catch (...) {
-        // A usage callback cannot fail the request it reports.
-    }
-}
-
 // The provider's encoding of `request`; text that is not valid UTF-8 (which no JSON body can
 // carry) is an `InvalidMessageError`, not a JSON library exception.
 HttpRequest encode(const Provider& provider, const ChatRequest& request, bool stream) {
@@ -103,15 +75,6 @@ HttpRequest encode(const Provider& provider, const ChatRequest& request, bool st
     } catch (const json::type_error&) {
         throw InvalidMessageError("/messages", "holds text that is not valid UTF-8");
     }
-}
-
-// Removes the request's secrets from an error: a server may echo a key in an error body, an
-// HTML page or an in-stream event, and the adapters quote such bytes. Done here, for every
-// provider, before anyone else sees the error.
-void redact_secrets(Error& error, const std::vector<std::string>& secrets) {
-    if (secrets.empty()) return;
-    std::string clean = detail::redact(error.message(), secrets);
-    if (clean != error.message()) detail::ErrorEditor::set_message(error, clean);
 }
 
 }  // namespace
@@ -640,27 +603,6 @@ ChatResponse checked(const Client::State& state, const Route& route, const ChatR
         report_usage(state, route.provider->name(), request.model, response.usage, false, false);
     }
     return response;
-}
-
-// Sends `http` and returns what `decode` makes of the answer, retrying what the retry policy
-// allows; no error it throws holds a secret of `http`.
-template <class Decode>
-ChatResponse send_with_retries(const Client::State& state, const HttpRequest& http,
-                               const std::stop_token& stop, const Decode& decode) {
-    const std::vector<std::string> secrets = detail::request_secrets(http);
-    for (int attempt = 1;; ++attempt) {
-        try {
-            return decode(state.transport->send(http, stop));
-        } catch (const CancelledError&) {
-            throw;
-        } catch (Error& error) {
-            redact_secrets(error, secrets);
-            const auto delay = retry_delay(state.retry, error, attempt);
-            if (!delay) throw;
-            if (!RetryPolicy::sleep(*delay, stop))
-                throw CancelledError("the request was cancelled");
-        }
-    }
 }
 
 // Sends a routed, checked request, retrying what the retry policy allows.

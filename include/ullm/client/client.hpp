@@ -39,6 +39,8 @@ struct UsageReport {
     /// A direct call that its budget skipped (`BudgetAction::skip`): nothing was sent and the
     /// usage is zero.
     bool budget_skipped = false;
+    /// An embedding request (`Client::embed`): each HTTP request of a call is told of alone.
+    bool embedding = false;
 };
 
 /// Settings of a `Client`. A value type.
@@ -117,9 +119,10 @@ public:
     [[nodiscard]] std::vector<std::string> providers() const;
 
     /// Where `model` goes: an explicit `provider/model`, else by name (`gpt-*`, `o1*`, `o3*`,
-    /// `o4*`, `chatgpt-*` → openai; `claude-*` → anthropic; `gemini-*` → gemini); an empty
-    /// model means the default model. Throws `ProviderCapabilityError`: `invalid_model`,
-    /// `unknown_model_route`, or `provider_not_configured` (naming the variable to set).
+    /// `o4*`, `chatgpt-*`, `text-embedding-*` → openai; `claude-*` → anthropic; `gemini-*` →
+    /// gemini); an empty model means the default model. Throws `ProviderCapabilityError`:
+    /// `invalid_model`, `unknown_model_route`, or `provider_not_configured` (naming the variable to
+    /// set).
     [[nodiscard]] Route route(std::string_view model) const;
 
     /// Sends `request` and waits for the response, retrying what the retry policy allows.
@@ -180,6 +183,30 @@ public:
     [[nodiscard]] ChatStream resume_stream(std::string_view model, std::string_view response_id,
                                            std::int64_t starting_after,
                                            std::stop_token stop = {}) const;
+
+    /// One vector per input of `request`, in input order: sent in as many requests as the
+    /// provider's per-request limit needs (`EmbeddingCodec::max_inputs`), one after another,
+    /// each retried as `complete` is and told of to `on_usage` (with `embedding` set) as it
+    /// finishes. Before any I/O, throws `InvalidOptionError` `invalid_embedding_input` (no
+    /// inputs, an empty one, one that is not valid UTF-8), `invalid_embedding_dimensions` (not
+    /// positive), a routing code, and `ProviderCapabilityError` `unsupported_option` when the
+    /// provider has no embeddings API (Anthropic) or refuses an option. Then the mapped `Error`
+    /// of a request that failed after its retries, `ProviderError` `invalid_provider_response`
+    /// for an answer that is not one finite vector per input, all of one length (also across
+    /// requests), and `CancelledError` once `stop` is requested. Nothing is returned partly
+    /// filled: on any error the vectors of the requests that succeeded are dropped (their
+    /// usage was reported).
+    [[nodiscard]] EmbeddingResponse embed(EmbeddingRequest request,
+                                          std::stop_token stop = {}) const;
+
+    /// As `embed(request, stop)`, within `budget`: when the call could cost more than
+    /// `budget.usd` (its inputs' estimated tokens, about 4 characters each, at the model's
+    /// input price), throws `BudgetExceededError` (`throw`), calls the warning callback and sends
+    /// (`warn`), or sends nothing and returns a response with `budget_skipped` set, no vectors
+    /// and zero usage, reported to `on_usage` (`skip`). Checked before any I/O, as `complete`
+    /// checks its budget.
+    [[nodiscard]] EmbeddingResponse embed(EmbeddingRequest request, std::stop_token stop,
+                                          const CallBudget& budget) const;
 
     /// What `request` may cost, from an estimate of its prompt tokens and its output limit.
     /// Throws `ProviderCapabilityError` `unknown_model_pricing` when the model has no price.

@@ -76,6 +76,8 @@
     X(invalid_tenant)                                 \
     X(invalid_list_limit)                             \
     X(invalid_cursor)                                 \
+    X(invalid_embedding_input)                        \
+    X(invalid_embedding_dimensions)                   \
     /* conversations and session stores */            \
     X(conversation_busy)                              \
     X(max_tool_rounds_exceeded)                       \

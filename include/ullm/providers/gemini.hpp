@@ -134,6 +134,12 @@ public:
                                       const ChatRequest& request) const override;
     [[nodiscard]] std::unique_ptr<StreamDecoder> stream_decoder(
         const ChatRequest& request) const override;
+    /// Embeddings: one input through `models/{model}:embedContent`, more (at most 100 a
+    /// request) through `:batchEmbedContents`; `dimensions` as `outputDimensionality`, the task
+    /// as `taskType` (`RETRIEVAL_QUERY`, …). Gemini returns JSON numbers (no base64 form); usage is
+    /// `usageMetadata.promptTokenCount` when the answer carries it, else zero (and unpriced).
+    /// Its `check` throws `invalid_model` as `encode` does.
+    [[nodiscard]] const EmbeddingCodec* embeddings() const noexcept override;
 
     /// The request body alone (what `encode` sends), for inspection and tests. Throws as
     /// `encode` does.
@@ -143,6 +149,7 @@ public:
 
 private:
     GeminiOptions options_;
+    std::shared_ptr<const EmbeddingCodec> embeddings_;
 };
 
 }  // namespace ullm

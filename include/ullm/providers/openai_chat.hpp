@@ -8,11 +8,23 @@
 #include <ullm/providers/provider.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
 
 namespace ullm {
+
+/// Which API `Client::embed` uses on an OpenAI-compatible server.
+enum class OpenAiEmbeddingsApi {
+    /// `POST {base_url}/embeddings` (OpenAI, and what compatible servers serve: Ollama's `/v1`,
+    /// vLLM, llama.cpp server).
+    openai,
+    /// Ollama's native `POST /api/embed`, on the server root (`base_url` without a trailing
+    /// `/v1`), sent with `truncate: false` so that an input longer than the model's context
+    /// fails rather than being cut short; usage is its `prompt_eval_count`.
+    ollama,
+};
 
 /// Settings of an `OpenAiChatProvider`. A value type.
 struct OpenAiChatOptions {
@@ -30,6 +42,16 @@ struct OpenAiChatOptions {
     /// Send the output limit as `max_completion_tokens` (OpenAI) rather than `max_tokens`
     /// (what most compatible servers understand). Defaults by provider name when unset.
     std::optional<bool> use_max_completion_tokens;
+    /// The embeddings API (`Client::embed`).
+    OpenAiEmbeddingsApi embeddings_api = OpenAiEmbeddingsApi::openai;
+    /// Ask `/embeddings` for base64 vectors (`encoding_format: "base64"`, little-endian
+    /// float32: a third of the bytes of JSON numbers, decoded bit for bit) rather than JSON
+    /// numbers. Defaults by provider name when unset: on for "openai", off for others, since
+    /// not every compatible server takes the option. Either answer form is decoded.
+    std::optional<bool> embeddings_base64;
+    /// The most inputs one embedding request carries; longer calls are split (OpenAI takes
+    /// 2,048; Gemini's OpenAI-compatible endpoint 100).
+    std::size_t embeddings_max_inputs = 2048;
     std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};
 };
@@ -47,6 +69,11 @@ public:
                                       const ChatRequest& request) const override;
     [[nodiscard]] std::unique_ptr<StreamDecoder> stream_decoder(
         const ChatRequest& request) const override;
+    /// Embeddings through `/embeddings` (or Ollama's `/api/embed`, by `embeddings_api`), at most
+    /// `embeddings_max_inputs` inputs a request. Its `check` refuses a task
+    /// (`unsupported_option`: OpenAI has none) and, for provider "openai", `dimensions` with
+    /// `text-embedding-ada-*`.
+    [[nodiscard]] const EmbeddingCodec* embeddings() const noexcept override;
 
     /// The request body alone (what `encode` sends), for inspection and tests.
     [[nodiscard]] json encode_body(const ChatRequest& request, bool stream) const;
@@ -55,6 +82,7 @@ public:
 
 private:
     OpenAiChatOptions options_;
+    std::shared_ptr<const EmbeddingCodec> embeddings_;
 };
 
 }  // namespace ullm

@@ -134,6 +134,11 @@ public:
     [[nodiscard]] std::unique_ptr<StreamDecoder> resumed_stream_decoder(
         const ChatRequest& request, const StreamPosition& from) const override;
 
+    /// Embeddings through `POST {base_url}/embeddings`, the codec `OpenAiChatProvider` uses
+    /// (base64 vectors for provider names "openai" and "openai-responses", at most 2,048 inputs
+    /// a request).
+    [[nodiscard]] const EmbeddingCodec* embeddings() const noexcept override;
+
     /// The request body alone (what `encode` sends), for inspection and tests. Throws as
     /// `encode` does.
     [[nodiscard]] json encode_body(const ChatRequest& request, bool stream) const;
@@ -149,6 +154,7 @@ private:
                                                  std::int64_t starting_after) const;
 
     OpenAiResponsesOptions options_;
+    std::shared_ptr<const EmbeddingCodec> embeddings_;
 };
 
 }  // namespace ullm

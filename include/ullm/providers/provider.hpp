@@ -5,6 +5,7 @@
 
 #include <ullm/http/http_types.hpp>
 #include <ullm/providers/chat.hpp>
+#include <ullm/providers/embedding.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -153,6 +154,10 @@ public:
     /// the provider; null (the default) when the provider cannot run responses in the
     /// background.
     [[nodiscard]] virtual const BackgroundCodec* background() const noexcept { return nullptr; }
+
+    /// The codec of embedding requests (`Client::embed`), owned by the provider; null (the
+    /// default) when the provider has no embeddings API.
+    [[nodiscard]] virtual const EmbeddingCodec* embeddings() const noexcept { return nullptr; }
 
     /// An offline provider's answer to `request`. HTTP providers throw
     /// `ProviderCapabilityError` (`not_offline`).

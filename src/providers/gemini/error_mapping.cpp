@@ -1,5 +1,6 @@
 #include "gemini_internal.hpp"
 
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/http/retry_policy.hpp>
 
 #include <chrono>
@@ -81,6 +82,15 @@ const json* error_of(const json& body) {
     if (!object->is_object()) return nullptr;
     const auto error = object->find("error");
     return error == object->end() || error->is_null() ? nullptr : &*error;
+}
+
+void throw_status_failure(const HttpResponse& response, const ErrorOrigin& origin) {
+    const json body = detail::parse_json_exact(response.body);
+    const json* error = body.is_discarded() ? nullptr : error_of(body);
+    throw_provider_failure(
+        error != nullptr ? failure_from_error(*error, response.status, &response)
+                         : failure_from_error(json(response.body), response.status, &response),
+        origin);
 }
 
 }  // namespace ullm::detail::gemini

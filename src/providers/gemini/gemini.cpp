@@ -14,21 +14,17 @@
 
 namespace ullm {
 
+namespace detail::gemini {
+
 namespace {
-
-// The adapter's internal pieces (gemini_internal.hpp).
-namespace gemini = detail::gemini;
-
-// Gemini accepts at most this many stop sequences.
-constexpr std::size_t max_stop_sequences = 5;
 
 bool is_model_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
            c == '.' || c == '_' || c == '@';
 }
 
-// The resource path of `model` in the URL: `models/<id>` or `tunedModels/<id>`. Throws
-// `ProviderCapabilityError` (`invalid_model`) for ids that do not belong in a path segment.
+}  // namespace
+
 std::string model_path(std::string_view model) {
     std::string_view id = model;
     std::string_view collection = "models/";
@@ -46,6 +42,38 @@ std::string model_path(std::string_view model) {
     }
     return std::string(collection) + std::string(id);
 }
+
+HttpRequest post_request(const GeminiOptions& options, std::string url, const json& body) {
+    HttpRequest http;
+    http.method = "POST";
+    http.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+    http.url = std::move(url);
+    http.headers = {{"Content-Type", "application/json"}};
+    if (!options.api_key.empty()) {
+        http.headers.emplace_back("x-goog-api-key", options.api_key);
+        http.secrets.push_back(options.api_key);
+    }
+    for (const auto& header : options.extra_headers) http.headers.push_back(header);
+    http.connect_timeout = options.connect_timeout;
+    http.idle_timeout = options.idle_timeout;
+    return http;
+}
+
+std::string request_id_header(const HttpResponseHead& head) {
+    if (auto id = head.header("x-request-id")) return *id;
+    if (auto id = head.header("x-goog-request-id")) return *id;
+    return {};
+}
+
+}  // namespace detail::gemini
+
+namespace {
+
+// The adapter's internal pieces (gemini_internal.hpp).
+namespace gemini = detail::gemini;
+
+// Gemini accepts at most this many stop sequences.
+constexpr std::size_t max_stop_sequences = 5;
 
 // The major version of a Gemma model ("gemma-3-27b-it" → 3), or nullopt for other models.
 std::optional<int> gemma_generation(std::string_view model) {
@@ -72,16 +100,15 @@ void deep_merge(json& target, const json& patch) {
     }
 }
 
-std::string request_id_header(const HttpResponseHead& head) {
-    if (auto id = head.header("x-request-id")) return *id;
-    if (auto id = head.header("x-goog-request-id")) return *id;
-    return {};
-}
-
 }  // namespace
 
 GeminiProvider::GeminiProvider(GeminiOptions options) : options_(std::move(options)) {
     options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
+    embeddings_ = detail::gemini::make_embedding_codec(options_);
+}
+
+const EmbeddingCodec* GeminiProvider::embeddings() const noexcept {
+    return embeddings_.get();
 }
 
 std::string_view GeminiProvider::name() const noexcept {
@@ -104,7 +131,7 @@ ProviderCapabilities GeminiProvider::capabilities(std::string_view model) const 
 }
 
 json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) const {
-    (void)model_path(request.model);
+    (void)gemini::model_path(request.model);
     if (request.tool_choice && request.tools.empty() &&
         (request.tool_choice->mode == ToolChoice::Mode::required ||
          request.tool_choice->mode == ToolChoice::Mode::tool)) {
@@ -200,34 +227,21 @@ json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) co
 }
 
 HttpRequest GeminiProvider::encode(const ChatRequest& request, bool stream) const {
-    HttpRequest http;
-    http.method = "POST";
-    http.body = encode_body(request, stream).dump(-1, ' ', false, json::error_handler_t::replace);
-    http.url = options_.base_url + "/" + model_path(request.model) +
-               (stream ? ":streamGenerateContent?alt=sse" : ":generateContent");
-    http.headers = {{"Content-Type", "application/json"}};
-    if (stream) http.headers.emplace_back("Accept", "text/event-stream");
-    if (!options_.api_key.empty()) {
-        http.headers.emplace_back("x-goog-api-key", options_.api_key);
-        http.secrets.push_back(options_.api_key);
-    }
-    for (const auto& header : options_.extra_headers) http.headers.push_back(header);
-    http.connect_timeout = options_.connect_timeout;
-    http.idle_timeout = options_.idle_timeout;
+    HttpRequest http = detail::gemini::post_request(
+        options_,
+        options_.base_url + "/" + gemini::model_path(request.model) +
+            (stream ? ":streamGenerateContent?alt=sse" : ":generateContent"),
+        encode_body(request, stream));
+    if (stream) http.headers.insert(http.headers.begin() + 1, {"Accept", "text/event-stream"});
     return http;
 }
 
 ChatResponse GeminiProvider::decode(const HttpResponse& response,
                                     const ChatRequest& request) const {
-    gemini::ResponseReader reader(std::string(name()), request, request_id_header(response));
+    gemini::ResponseReader reader(std::string(name()), request,
+                                  gemini::request_id_header(response));
     if (response.status < 200 || response.status > 299) {
-        const json body = detail::parse_json_exact(response.body);
-        const json* error = body.is_discarded() ? nullptr : gemini::error_of(body);
-        ProviderFailure failure =
-            error != nullptr
-                ? gemini::failure_from_error(*error, response.status, &response)
-                : gemini::failure_from_error(json(response.body), response.status, &response);
-        throw_provider_failure(failure, reader.origin());
+        detail::gemini::throw_status_failure(response, reader.origin());
     }
     const json body = parse_provider_json(response.body, reader.origin());
     if (const json* error = gemini::error_of(body)) {

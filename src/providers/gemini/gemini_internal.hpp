@@ -21,6 +21,10 @@
 
 #include "../response_builder.hpp"
 
+namespace ullm {
+struct GeminiOptions;
+}
+
 namespace ullm::detail::gemini {
 
 inline bool ends_with(std::string_view text, std::string_view suffix) {
@@ -33,6 +37,18 @@ inline std::string normalise_model(std::string_view model) {
     if (model.starts_with("models/")) model.remove_prefix(7);
     return std::string(model);
 }
+
+// The resource path of `model` in the URL: `models/<id>` or `tunedModels/<id>`. Throws
+// `InvalidOptionError` (`invalid_model`) for ids that do not belong in a path segment
+// (gemini.cpp).
+std::string model_path(std::string_view model);
+
+// A JSON POST of `body` to `url` with the API key header, the extra headers and the timeouts
+// of `options` (gemini.cpp).
+HttpRequest post_request(const GeminiOptions& options, std::string url, const json& body);
+
+// The request id a response's headers carry (`x-request-id`, `x-goog-request-id`), or "".
+std::string request_id_header(const HttpResponseHead& head);
 
 // ---------------------------------------------------------------------------------------------
 // Schemas (schema_translation.cpp): ullm's JSON Schema subset → what Gemini's
@@ -110,6 +126,14 @@ ProviderFailure failure_from_error(const json& error, int http_status,
 
 // The error value of a body: `{"error": …}`, or the first element's in the array form.
 const json* error_of(const json& body);
+
+// Throws the mapped error of a response with a non-2xx status.
+[[noreturn]] void throw_status_failure(const HttpResponse& response, const ErrorOrigin& origin);
+
+// ---------------------------------------------------------------------------------------------
+// Embeddings (embedding_codec.cpp): `embedContent` and `batchEmbedContents`.
+
+std::shared_ptr<const EmbeddingCodec> make_embedding_codec(const GeminiOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // Decoding (turn_assembler.cpp, response_reader.cpp, stream_decoder.cpp).

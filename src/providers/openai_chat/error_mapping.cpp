@@ -1,5 +1,7 @@
 #include "openai_chat_internal.hpp"
 
+#include <ullm/detail/json_checks.hpp>
+
 #include <cstdint>
 
 #include "../json_readers.hpp"
@@ -32,6 +34,16 @@ ProviderFailure failure_from_body(const json& body, int status) {
     // An error inside a 2xx body or stream that names no status is the provider's fault.
     if (failure.status < 400) failure.status = 502;
     return failure;
+}
+
+void throw_status_failure(const HttpResponse& response, const ErrorOrigin& origin) {
+    const json body = detail::parse_json_exact(response.body);
+    ProviderFailure failure =
+        body.is_object() ? failure_from_body(body, response.status)
+                         : ProviderFailure{response.status, "", "", response.body, std::nullopt};
+    failure.status = response.status;
+    failure.retry_after = retry_hint(response);
+    throw_provider_failure(failure, origin);
 }
 
 }  // namespace ullm::detail::openai_chat

@@ -9,6 +9,7 @@
 #include "../base_url.hpp"
 #include "../json_readers.hpp"
 #include "../openai_common.hpp"
+#include "../openai_embeddings.hpp"
 #include "../response_builder.hpp"
 #include "openai_chat_internal.hpp"
 
@@ -26,6 +27,15 @@ using detail::string_field;
 
 OpenAiChatProvider::OpenAiChatProvider(OpenAiChatOptions options) : options_(std::move(options)) {
     options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
+    auto embeddings = detail::embedding_settings(options_);
+    embeddings.base64 = options_.embeddings_base64.value_or(options_.provider_name == "openai");
+    embeddings.ollama_native = options_.embeddings_api == OpenAiEmbeddingsApi::ollama;
+    embeddings.max_inputs = options_.embeddings_max_inputs;
+    embeddings_ = detail::make_openai_embedding_codec(std::move(embeddings));
+}
+
+const EmbeddingCodec* OpenAiChatProvider::embeddings() const noexcept {
+    return embeddings_.get();
 }
 
 std::string_view OpenAiChatProvider::name() const noexcept {
@@ -101,14 +111,7 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
                                         const ChatRequest& request) const {
     ErrorOrigin origin = openai_chat::origin_of(name(), request.model, &response);
     if (response.status < 200 || response.status > 299) {
-        const json body = detail::parse_json_exact(response.body);
-        ProviderFailure failure =
-            body.is_object()
-                ? openai_chat::failure_from_body(body, response.status)
-                : ProviderFailure{response.status, "", "", response.body, std::nullopt};
-        failure.status = response.status;
-        failure.retry_after = retry_hint(response);
-        throw_provider_failure(failure, origin);
+        detail::openai_chat::throw_status_failure(response, origin);
     }
     const json body = parse_provider_json(response.body, origin);
     if (!body.is_object()) throw_invalid_response("the response body is not a JSON object", origin);

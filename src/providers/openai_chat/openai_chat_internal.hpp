@@ -44,6 +44,10 @@ ErrorOrigin origin_of(std::string_view provider, const std::string& model,
 
 ProviderFailure failure_from_body(const json& body, int status);
 
+// Throws the mapped error of a response with a non-2xx status (its body an error object, or
+// anything else, quoted), with the delay its headers ask for.
+[[noreturn]] void throw_status_failure(const HttpResponse& response, const ErrorOrigin& origin);
+
 // Streaming (stream_decoder.cpp)
 
 /// The decoder of a Chat Completions stream (SSE).

@@ -13,6 +13,7 @@
 #include "../base_url.hpp"
 #include "../json_readers.hpp"
 #include "../openai_common.hpp"
+#include "../openai_embeddings.hpp"
 #include "openai_responses_internal.hpp"
 
 namespace ullm {
@@ -47,6 +48,14 @@ void check_response_id(std::string_view id) {
 OpenAiResponsesProvider::OpenAiResponsesProvider(OpenAiResponsesOptions options)
     : options_(std::move(options)) {
     options_.base_url = detail::trimmed_base_url(std::move(options_.base_url));
+    auto embeddings = detail::embedding_settings(options_);
+    embeddings.base64 =
+        options_.provider_name == "openai" || options_.provider_name == "openai-responses";
+    embeddings_ = detail::make_openai_embedding_codec(std::move(embeddings));
+}
+
+const EmbeddingCodec* OpenAiResponsesProvider::embeddings() const noexcept {
+    return embeddings_.get();
 }
 
 std::string_view OpenAiResponsesProvider::name() const noexcept {

@@ -1,0 +1,98 @@
+#pragma once
+
+// Internal to the client (client.cpp, embed.cpp): its shared state and the pieces every kind of
+// request uses — retries, usage reports, the redaction of a request's secrets from errors.
+
+#include <ullm/client/client.hpp>
+#include <ullm/core/error.hpp>
+#include <ullm/detail/redact.hpp>
+#include <ullm/http/retry_policy.hpp>
+#include <ullm/providers/price_table.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ullm {
+
+struct Client::State {
+    std::string default_model;
+    std::shared_ptr<Transport> transport;
+    RetryPolicy retry;
+    std::shared_ptr<const PriceTable> prices;
+    std::shared_ptr<SessionStore> session_store;
+    std::function<void(const UsageReport&)> on_usage;
+    mutable std::shared_mutex mutex;
+    std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
+};
+
+namespace detail {
+
+// A retry's delay, or nullopt when `error` must not be retried after `attempt`.
+inline std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& policy,
+                                                            const Error& error, int attempt) {
+    if (!error.retryable()) return std::nullopt;
+    std::optional<std::chrono::milliseconds> hint;
+    if (const auto* limited = dynamic_cast<const RateLimitError*>(&error)) {
+        hint = limited->retry_after();
+    } else if (const auto* failed = dynamic_cast<const ProviderError*>(&error)) {
+        hint = failed->retry_after();
+    }
+    return policy.delay_before(attempt, hint, RetryPolicy::random_unit());
+}
+
+// Tells `ClientOptions::on_usage` of a finished request; what the callback throws is dropped.
+inline void report_usage(const Client::State& client, std::string_view provider,
+                         const std::string& model, const Usage& usage, bool streamed, bool skipped,
+                         bool embedding = false) noexcept {
+    if (!client.on_usage) return;
+    try {
+        client.on_usage(
+            UsageReport{std::string(provider), model, usage, streamed, skipped, embedding});
+    } catch (...) {
+        // A usage callback cannot fail the request it reports.
+    }
+}
+
+// Removes the request's secrets from an error: a server may echo a key in an error body, an
+// HTML page or an in-stream event, and the adapters quote such bytes. Done here, for every
+// provider, before anyone else sees the error.
+inline void redact_secrets(Error& error, const std::vector<std::string>& secrets) {
+    if (secrets.empty()) return;
+    std::string clean = detail::redact(error.message(), secrets);
+    if (clean != error.message()) detail::ErrorEditor::set_message(error, clean);
+}
+
+// Sends `http` and returns what `decode` makes of the answer, retrying what the retry policy
+// allows; no error it throws holds a secret of `http`.
+template <class Decode>
+auto send_with_retries(const Client::State& state, const HttpRequest& http,
+                       const std::stop_token& stop, const Decode& decode)
+    -> decltype(decode(std::declval<const HttpResponse&>())) {
+    const std::vector<std::string> secrets = detail::request_secrets(http);
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return decode(state.transport->send(http, stop));
+        } catch (const CancelledError&) {
+            throw;
+        } catch (Error& error) {
+            redact_secrets(error, secrets);
+            const auto delay = retry_delay(state.retry, error, attempt);
+            if (!delay) throw;
+            if (!RetryPolicy::sleep(*delay, stop))
+                throw CancelledError("the request was cancelled");
+        }
+    }
+}
+
+}  // namespace detail
+
+}  // namespace ullm
