@@ -5,6 +5,7 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
+#include <ullm/tools/reflect.hpp>
 #include <ullm/tools/validator.hpp>
 
 #include <chrono>
@@ -79,7 +80,10 @@ template <class Args>
 struct TypedToolDefinition {
     std::string name;         ///< As `ToolDefinition::name`.
     std::string description;  ///< As `ToolDefinition::description`.
-    json parameters;          ///< As `ToolDefinition::parameters`; should describe `Args`.
+    /// As `ToolDefinition::parameters`; should describe `Args`. Left null (unset), it is
+    /// `json_schema_of<Args>()` when `Args` is `Reflectable` (e.g. described with
+    /// `ULLM_REFLECT`).
+    json parameters;
     /// The callback; receives the decoded arguments. Must be set.
     std::function<json(const Args& arguments, ToolContext& context)> execute;
 };
@@ -144,8 +148,9 @@ concept ToolArguments = std::move_constructible<Args> && requires(const json& va
 
 /// Defines a typed tool: after validation the arguments are decoded with
 /// `arguments.get<Args>()`; a decode failure is a `ToolArgumentError` with a model-readable
-/// reason (and an error result when run through a registry). Not validated here (see
-/// `validate_tool`). Throws only `bad_alloc`.
+/// reason (and an error result when run through a registry). Unset parameters are derived from
+/// `Args` (see `TypedToolDefinition::parameters`). Not validated here (see `validate_tool`).
+/// Throws only `bad_alloc`, or what `json_schema_of<Args>` throws.
 template <ToolArguments Args>
 [[nodiscard]] Tool define_tool(TypedToolDefinition<Args> definition) {
     ToolCallback callback;
@@ -160,6 +165,9 @@ template <ToolArguments Args>
             }
             return typed(*decoded, context);
         };
+    }
+    if constexpr (Reflectable<Args>) {
+        if (definition.parameters.is_null()) definition.parameters = json_schema_of<Args>();
     }
     return Tool(ToolDefinition{.name = std::move(definition.name),
                                .description = std::move(definition.description),
