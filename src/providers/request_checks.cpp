@@ -1,5 +1,7 @@
 #include "request_checks.hpp"
 
+#include "response_schema.hpp"
+
 #include <ullm/core/error.hpp>
 #include <ullm/tools/tool.hpp>
 
@@ -38,8 +40,11 @@ void check_request(const ChatRequest& request, const ProviderCapabilities& capab
                                          "\", which is not among the request's tools");
         }
     }
-    if (request.response_format && !capabilities.structured_output) {
-        throw_unsupported(provider, request.model, "structured output");
+    if (request.response_format) {
+        if (!capabilities.structured_output) {
+            throw_unsupported(provider, request.model, "structured output");
+        }
+        check_response_schema(*request.response_format, capabilities.response_schema, provider);
     }
     if (request.temperature && !capabilities.temperature) {
         throw_unsupported(provider, request.model, "temperature");

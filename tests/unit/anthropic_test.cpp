@@ -453,8 +453,38 @@ TEST_CASE("anthropic: structured output goes to output_config", "[anthropic]") {
     request.response_format = ullm::ResponseFormat{
         "person", {{"type", "object"}, {"properties", {{"name", {{"type", "string"}}}}}}, true};
     const json body = provider().encode_body(request, false);
-    CHECK(body["output_config"] ==
-          json{{"format", {{"type", "json_schema"}, {"schema", request.response_format->schema}}}});
+    // Anthropic wants `additionalProperties: false` on every object: it is added.
+    json sent = request.response_format->schema;
+    sent["additionalProperties"] = false;
+    CHECK(body["output_config"] == json{{"format", {{"type", "json_schema"}, {"schema", sent}}}});
+}
+
+TEST_CASE("anthropic: bounds it refuses travel in the description, nested ones too",
+          "[anthropic]") {
+    ChatRequest request = basic_request("claude-sonnet-4-5-20250929");
+    request.response_format = ullm::ResponseFormat{
+        "order",
+        {{"type", "object"},
+         {"properties",
+          {{"lines",
+            {{"type", "array"},
+             {"minItems", 1},
+             {"maxItems", 9},
+             {"items",
+              {{"type", "object"},
+               {"properties",
+                {{"sku", {{"type", "string"}, {"maxLength", 12}, {"description", "Code"}}}}}}}}}}},
+         {"required", {"lines"}}},
+        true};
+    const json schema = provider().encode_body(request, false)["output_config"]["format"]["schema"];
+    const json lines = schema.at("properties").at("lines");
+    CHECK(lines.value("minItems", json()) == 1);  // 0 and 1 are taken
+    CHECK_FALSE(lines.contains("maxItems"));
+    CHECK(lines.value("description", json()) == R"(({"maxItems":9}))");
+    const json sku = lines.at("items").at("properties").at("sku");
+    CHECK_FALSE(sku.contains("maxLength"));
+    CHECK(sku.value("description", json()) == R"(Code ({"maxLength":12}))");
+    CHECK(lines.at("items").value("additionalProperties", json()) == false);
 }
 
 TEST_CASE("anthropic: capabilities follow the model generation", "[anthropic]") {

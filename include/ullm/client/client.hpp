@@ -5,6 +5,7 @@
 
 #include <ullm/client/budget.hpp>
 #include <ullm/client/chat_stream.hpp>
+#include <ullm/client/structured_output.hpp>
 #include <ullm/http/retry_policy.hpp>
 #include <ullm/http/transport.hpp>
 #include <ullm/providers/chat.hpp>
@@ -211,6 +212,56 @@ public:
     /// What `request` may cost, from an estimate of its prompt tokens and its output limit.
     /// Throws `ProviderCapabilityError` `unknown_model_pricing` when the model has no price.
     [[nodiscard]] CostEstimate estimate(const ChatRequest& request) const;
+
+    /// Structured output: sends `request` with `schema` in the provider's native form
+    /// (Chat Completions `response_format`, Responses `text.format`, Anthropic
+    /// `output_config.format`, Gemini `responseJsonSchema`), then checks the reply with the
+    /// strict validator. A reply that is not JSON or breaks the schema is sent back to the model
+    /// with the problem up to `options.max_repairs` times. Returns the validated value, or a
+    /// refusal (`refusal` set) or a skipped call (`budget_skipped`). Before any I/O, throws
+    /// what `complete` throws, `ToolDefinitionError` for a schema the validator refuses,
+    /// `ProviderCapabilityError` `unsupported_schema_keyword` for one the provider cannot take
+    /// (naming the keyword and where), `InvalidOptionError` `invalid_response_format` (the
+    /// request already has one, or a bad name) or `invalid_max_repairs`. After the last round,
+    /// `StructuredOutputError` (`structured_output_not_json`, `structured_output_invalid`,
+    /// `structured_output_truncated` at once for a reply cut off by `max_tokens`).
+    [[nodiscard]] ObjectResponse<json> complete_object(ChatRequest request, json schema,
+                                                       StructuredOutputOptions options = {},
+                                                       std::stop_token stop = {}) const;
+
+    /// As `complete_object(request, json_schema_of<T>(), …)`, decoding the reply into `T`; a
+    /// reply that does not decode is repaired or refused as one that breaks the schema.
+    template <StructuredObject T>
+    [[nodiscard]] ObjectResponse<T> complete_object(ChatRequest request,
+                                                    StructuredOutputOptions options = {},
+                                                    std::stop_token stop = {}) const {
+        std::optional<T> decoded;
+        ObjectResponse<json> result = detail::complete_structured(
+            *this, std::move(request), json_schema_of<T>(), options, std::move(stop),
+            [&decoded](const json& value) { detail::decode_object(value, decoded); });
+        return detail::typed_response<T>(std::move(result), std::move(decoded));
+    }
+
+    /// As `complete_object`, streamed: `partial` events carry the value as the JSON arrives
+    /// (parsed by `PartialJsonParser`), a `repair` event starts each repair round, and `done`
+    /// ends the call with the outcome in `ObjectStream::result()`. Options are checked and the
+    /// route chosen here; nothing is sent until the first `next()`.
+    [[nodiscard]] ObjectStream<json> stream_object(ChatRequest request, json schema,
+                                                   StructuredOutputOptions options = {},
+                                                   std::stop_token stop = {}) const;
+
+    /// As `stream_object(request, json_schema_of<T>(), …)`, decoding the final reply into `T`.
+    template <StructuredObject T>
+    [[nodiscard]] ObjectStream<T> stream_object(ChatRequest request,
+                                                StructuredOutputOptions options = {},
+                                                std::stop_token stop = {}) const {
+        auto decoded = std::make_shared<std::optional<T>>();
+        return ObjectStream<T>(
+            detail::stream_structured(
+                *this, std::move(request), json_schema_of<T>(), options, std::move(stop),
+                [decoded](const json& value) { detail::decode_object(value, *decoded); }),
+            decoded);
+    }
 
     /// A conversation over this client (include `<ullm/conversation/conversation.hpp>`):
     /// validates `options` (`ProviderCapabilityError` with a code naming the option,

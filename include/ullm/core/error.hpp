@@ -6,6 +6,7 @@
 /// code is listed in docs/errors.md.
 
 #include <ullm/core/error_code.hpp>
+#include <ullm/core/usage.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -358,6 +359,32 @@ class MissingStructuredResultError : public Error {
 public:
     explicit MissingStructuredResultError(const std::string& message)
         : Error(ErrorCode::missing_structured_result, message, 422, true) {}
+};
+
+/// A structured-output reply could not be taken: it is not JSON (`structured_output_not_json`),
+/// breaks the schema or does not decode into the requested type (`structured_output_invalid`),
+/// was cut off by the output limit (`structured_output_truncated`), or was asked for although
+/// the model refused (`structured_output_refused`). `raw_text()` is the model's reply,
+/// `path()` the JSON pointer of the first problem (empty when it concerns the whole reply),
+/// `usage()` what every round of the call used, repairs included. Status 422; retryable except
+/// for a refusal.
+class StructuredOutputError : public Error {
+public:
+    StructuredOutputError(ErrorCode code, const std::string& message, std::string raw_text,
+                          std::string path, Usage usage, ErrorOrigin origin = {})
+        : Error(code, message, 422, code != ErrorCode::structured_output_refused,
+                std::move(origin)),
+          raw_text_(std::move(raw_text)),
+          path_(std::move(path)),
+          usage_(usage) {}
+    [[nodiscard]] const std::string& raw_text() const noexcept { return raw_text_; }
+    [[nodiscard]] const std::string& path() const noexcept { return path_; }
+    [[nodiscard]] const Usage& usage() const noexcept { return usage_; }
+
+private:
+    std::string raw_text_;
+    std::string path_;
+    Usage usage_;
 };
 
 }  // namespace ullm

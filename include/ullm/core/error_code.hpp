@@ -78,6 +78,8 @@
     X(invalid_cursor)                                 \
     X(invalid_embedding_input)                        \
     X(invalid_embedding_dimensions)                   \
+    X(invalid_response_format)                        \
+    X(invalid_max_repairs)                            \
     /* conversations and session stores */            \
     X(conversation_busy)                              \
     X(max_tool_rounds_exceeded)                       \
@@ -85,6 +87,11 @@
     X(invalid_conversation_snapshot)                  \
     X(session_store_conflict)                         \
     X(session_store_failed)                           \
+    /* structured output */                           \
+    X(structured_output_not_json)                     \
+    X(structured_output_invalid)                      \
+    X(structured_output_truncated)                    \
+    X(structured_output_refused)                      \
     /* dialogs */                                     \
     X(reserved_tool_name)                             \
     X(invalid_link)                                   \

@@ -42,6 +42,12 @@ struct OpenAiChatOptions {
     /// Send the output limit as `max_completion_tokens` (OpenAI) rather than `max_tokens`
     /// (what most compatible servers understand). Defaults by provider name when unset.
     std::optional<bool> use_max_completion_tokens;
+    /// How structured output (`ChatRequest::response_format`) is asked for: true (the default)
+    /// sends `response_format: {type: "json_schema", …}`; false, for servers that only have
+    /// JSON mode (DeepSeek, older vLLM and Groq models), sends `{type: "json_object"}` and the
+    /// schema in the system prompt. Either way the reply is checked against the schema by
+    /// `Client::complete_object`.
+    bool json_schema_output = true;
     /// The embeddings API (`Client::embed`).
     OpenAiEmbeddingsApi embeddings_api = OpenAiEmbeddingsApi::openai;
     /// Ask `/embeddings` for base64 vectors (`encoding_format: "base64"`, little-endian

@@ -17,6 +17,21 @@
 
 namespace ullm {
 
+/// The JSON Schema a provider takes for structured output (`ChatRequest::response_format`).
+enum class ResponseSchemaRules {
+    /// Any schema ullm's validator takes (Gemini, compatible servers).
+    any,
+    /// OpenAI's strict mode, applied when `ResponseFormat::strict` is set: a root object; on
+    /// every object `additionalProperties: false` and every property required; only the
+    /// keywords OpenAI lists; at most 10 levels of nesting, 5,000 properties and 1,000 enum
+    /// values.
+    openai_strict,
+    /// Anthropic's: a root object, and no `additionalProperties` other than false (it is added
+    /// where missing). Bounds Anthropic refuses (`minimum`, `maxLength`, `maxItems`, …) are sent
+    /// as words in the description instead, and the reply is still checked against them.
+    anthropic,
+};
+
 /// What a provider supports for one model. An option a model lacks is refused with
 /// `ProviderCapabilityError`, never silently dropped.
 struct ProviderCapabilities {
@@ -30,6 +45,8 @@ struct ProviderCapabilities {
     bool top_p = true;
     bool stop_sequences = true;
     bool reasoning = false;  ///< The model can return reasoning or replay state.
+    /// The schemas `structured_output` takes.
+    ResponseSchemaRules response_schema = ResponseSchemaRules::any;
 };
 
 /// Turns a streamed body into canonical events. One per stream; not thread-safe.

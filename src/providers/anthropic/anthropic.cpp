@@ -42,6 +42,7 @@ ProviderCapabilities AnthropicProvider::capabilities(std::string_view model) con
     ProviderCapabilities capabilities;
     capabilities.documents = true;
     capabilities.reasoning = true;
+    capabilities.response_schema = ResponseSchemaRules::anthropic;
     const anthropic::ClaudeModel claude = anthropic::parse_claude_model(model);
     if (!claude.known) return capabilities;
     const int version = claude.version();
@@ -171,7 +172,9 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
     if (!request.stop.empty()) body["stop_sequences"] = request.stop;
     if (request.response_format) {
         body["output_config"] = {
-            {"format", {{"type", "json_schema"}, {"schema", request.response_format->schema}}}};
+            {"format",
+             {{"type", "json_schema"},
+              {"schema", anthropic::output_schema(request.response_format->schema)}}}};
     }
     if (stream) body["stream"] = true;
     for (const auto& [key, value] : provider_options.items()) {

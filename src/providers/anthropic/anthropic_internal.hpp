@@ -50,6 +50,11 @@ ClaudeModel parse_claude_model(std::string_view model);
 
 json text_block(std::string text);
 
+// `schema` as Anthropic's structured output takes it (output_schema.cpp): every object gets
+// `additionalProperties: false` where it has none, and the bounds Anthropic refuses are
+// removed and said in the description instead (the reply is checked against them locally).
+json output_schema(const json& schema);
+
 // A cache_control object given by the caller, or nullopt when none was given.
 std::optional<json> cache_control_value(const json& holder, std::string_view key,
                                         const std::string& where);

@@ -46,6 +46,9 @@ ProviderCapabilities OpenAiChatProvider::capabilities(std::string_view model) co
     ProviderCapabilities capabilities;
     capabilities.documents = options_.provider_name == "openai";
     capabilities.reasoning = true;
+    if (options_.provider_name == "openai") {
+        capabilities.response_schema = ResponseSchemaRules::openai_strict;
+    }
     if (options_.provider_name == "openai" && is_openai_reasoning_model(model)) {
         capabilities.temperature = false;
         capabilities.top_p = false;
@@ -56,8 +59,15 @@ ProviderCapabilities OpenAiChatProvider::capabilities(std::string_view model) co
 json OpenAiChatProvider::encode_body(const ChatRequest& request, bool stream) const {
     json body = {{"model", request.model}};
     json messages = json::array();
-    if (!request.system.empty())
-        messages.push_back({{"role", "system"}, {"content", request.system}});
+    std::string system = request.system;
+    if (request.response_format && !options_.json_schema_output) {
+        // JSON mode constrains the reply to JSON only: the schema travels in words.
+        if (!system.empty()) system += "\n\n";
+        system +=
+            "Reply with only a JSON value that matches this JSON Schema:\n" +
+            request.response_format->schema.dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    if (!system.empty()) messages.push_back({{"role", "system"}, {"content", std::move(system)}});
     for (const auto& message : request.messages) openai_chat::encode_message(message, messages);
     body["messages"] = std::move(messages);
 
@@ -85,7 +95,9 @@ json OpenAiChatProvider::encode_body(const ChatRequest& request, bool stream) co
     if (request.temperature) body["temperature"] = *request.temperature;
     if (request.top_p) body["top_p"] = *request.top_p;
     if (!request.stop.empty()) body["stop"] = request.stop;
-    if (request.response_format) {
+    if (request.response_format && !options_.json_schema_output) {
+        body["response_format"] = {{"type", "json_object"}};
+    } else if (request.response_format) {
         body["response_format"] = {{"type", "json_schema"},
                                    {"json_schema",
                                     {{"name", request.response_format->name},

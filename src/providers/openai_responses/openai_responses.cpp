@@ -67,6 +67,7 @@ ProviderCapabilities OpenAiResponsesProvider::capabilities(std::string_view mode
     capabilities.documents = true;
     capabilities.reasoning = true;
     capabilities.stop_sequences = false;
+    capabilities.response_schema = ResponseSchemaRules::openai_strict;
     if (is_openai_reasoning_model(model)) {
         capabilities.temperature = false;
         capabilities.top_p = false;

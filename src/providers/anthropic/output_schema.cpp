@@ -1,0 +1,51 @@
+#include "anthropic_internal.hpp"
+
+#include <string>
+
+#include "../response_schema.hpp"
+
+namespace ullm::detail::anthropic {
+
+namespace {
+
+json translate(const json& schema) {
+    if (!schema.is_object()) return schema;
+    json out = json::object();
+    json moved = json::object();
+    for (const auto& [key, value] : schema.items()) {
+        if (anthropic_unsupported_keyword(key, value)) {
+            moved[key] = value;
+        } else if (key == "properties" || key == "$defs" || key == "definitions") {
+            json children = json::object();
+            if (value.is_object()) {
+                for (const auto& [name, child] : value.items()) children[name] = translate(child);
+            }
+            out[key] = std::move(children);
+        } else if (key == "items") {
+            out[key] = translate(value);
+        } else if ((key == "anyOf" || key == "oneOf" || key == "allOf") && value.is_array()) {
+            json alternatives = json::array();
+            for (const auto& alternative : value) alternatives.push_back(translate(alternative));
+            out[key] = std::move(alternatives);
+        } else {
+            out[key] = value;
+        }
+    }
+    const bool object = describes_object(out);
+    if (object && !out.contains("additionalProperties")) out["additionalProperties"] = false;
+    if (!moved.empty()) {
+        std::string text = out.value("description", std::string());
+        if (!text.empty()) text += ' ';
+        text += "(" + moved.dump(-1, ' ', false, json::error_handler_t::replace) + ")";
+        out["description"] = std::move(text);
+    }
+    return out;
+}
+
+}  // namespace
+
+json output_schema(const json& schema) {
+    return translate(schema);
+}
+
+}  // namespace ullm::detail::anthropic
