@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <mutex>
@@ -55,6 +56,8 @@ struct Settings {
     int max_tool_rounds = 5;
     std::optional<std::size_t> window;
     std::optional<std::int64_t> dimensions;  // embed
+    std::optional<std::string> schema_file;  // send
+    int repairs = 1;                         // send --schema
     bool tools = true;
     bool offline = false;
     bool json = false;
@@ -126,6 +129,11 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
             settings.offline = true;
         } else if (arg == "--dimensions" && for_embed) {
             settings.dimensions = parse_integer(arg, value(), 1, 1'000'000);
+        } else if (arg == "--schema" && for_send && !for_embed) {
+            settings.schema_file = value();
+        } else if (arg == "--repairs" && for_send && !for_embed) {
+            settings.repairs = static_cast<int>(
+                parse_integer(arg, value(), 0, ullm::max_structured_output_repairs));
         } else if (arg == "--json" && for_send) {
             settings.json = true;
         } else if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
@@ -484,6 +492,42 @@ int guarded(const char* command, Body body) {
     }
 }
 
+// `send --schema FILE`: one structured-output call; prints the checked JSON value.
+int send_object(const Settings& settings, const std::string& prompt) {
+    if (!settings.session.empty() || settings.allow_dir || settings.window) {
+        throw UsageError(
+            "--schema takes no --session, --allow-dir or --window (one request, no tools)");
+    }
+    std::ifstream file(*settings.schema_file, std::ios::binary);
+    if (!file) throw UsageError("cannot read the schema file " + *settings.schema_file);
+    const std::string text{std::istreambuf_iterator<char>(file), {}};
+    json schema = json::parse(text, nullptr, false);
+    if (schema.is_discarded()) {
+        throw UsageError("the schema file " + *settings.schema_file + " is not JSON");
+    }
+    auto [client, model] = make_client(settings, nullptr);
+    ullm::ChatRequest request;
+    request.model = model;
+    request.system = settings.system;
+    request.messages.push_back(ullm::Message::user(prompt));
+    ullm::StructuredOutputOptions options{.max_repairs = settings.repairs};
+    if (settings.budget)
+        options.budget = ullm::CallBudget{.usd = *settings.budget, .action = settings.on_budget};
+    const auto result = client.complete_object(std::move(request), std::move(schema), options);
+    const json& value = result.get();  // throws for a refusal or a skipped request
+    if (settings.json) {
+        out_json line;
+        line["object"] = out_json::parse(value.dump());
+        line["repairs"] = result.repairs;
+        line["model"] = result.response.model;
+        line["usage"] = usage_json(result.usage);
+        print_line(line);
+    } else {
+        print_line(out_json::parse(value.dump()));
+    }
+    return 0;
+}
+
 }  // namespace
 
 int chat(const std::vector<std::string>& args) {
@@ -512,6 +556,7 @@ int send(const std::vector<std::string>& args) {
             }
         }
         if (prompt.empty()) throw UsageError("no prompt (give it as arguments or on stdin)");
+        if (settings.schema_file) return send_object(settings, prompt);
         std::shared_ptr<ullm::SessionStore> store;
         if (!settings.session.empty()) store = open_store(settings.store);
         auto [client, model] = make_client(settings, store);
