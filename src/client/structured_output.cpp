@@ -4,6 +4,8 @@
 #include <ullm/core/partial_json.hpp>
 #include <ullm/tools/validator.hpp>
 
+#include "structured_reply.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -32,82 +34,7 @@ void check_options(const ChatRequest& request, const StructuredOutputOptions& op
                                  "the request already has a response_format; a structured-output "
                                  "call sets it from the schema it is given");
     }
-    if (!valid_format_name(options.name)) {
-        throw InvalidOptionError(ErrorCode::invalid_response_format,
-                                 "StructuredOutputOptions::name must be 1 to 64 of "
-                                 "[A-Za-z0-9_-]");
-    }
-    if (options.max_repairs < 0 || options.max_repairs > max_structured_output_repairs) {
-        throw InvalidOptionError(ErrorCode::invalid_max_repairs,
-                                 "max_repairs must be from 0 to " +
-                                     std::to_string(max_structured_output_repairs) + ", not " +
-                                     std::to_string(options.max_repairs));
-    }
-    if (options.budget)
-        detail::check_budget(options.budget->usd, "StructuredOutputOptions::budget");
-}
-
-// What one reply came to.
-struct Verdict {
-    enum class Kind { good, refused, skipped, problem };
-    Kind kind = Kind::good;
-    ErrorCode code = ErrorCode::structured_output_invalid;
-    std::string problem;  // for the model and the error message
-    std::string path;
-    json value;
-};
-
-Verdict judge(const ChatResponse& response, const CompiledSchema& schema,
-              const detail::ObjectDecoder& decode) {
-    Verdict verdict;
-    if (response.finish_reason == FinishReason::error &&
-        response.raw_finish_reason == "budget_exceeded") {
-        verdict.kind = Verdict::Kind::skipped;
-        return verdict;
-    }
-    if (response.refusal || response.finish_reason == FinishReason::content_filter) {
-        verdict.kind = Verdict::Kind::refused;
-        verdict.problem = response.refusal ? *response.refusal
-                                           : "the provider stopped the reply (" +
-                                                 response.raw_finish_reason + ")";
-        return verdict;
-    }
-    if (response.finish_reason == FinishReason::length) {
-        throw StructuredOutputError(
-            ErrorCode::structured_output_truncated,
-            "the reply stopped at the output limit before its JSON was complete; raise "
-            "max_tokens",
-            response.text, {}, response.usage,
-            {response.provider, response.model, response.request_id});
-    }
-    verdict.kind = Verdict::Kind::problem;
-    if (!response.tool_calls.empty() && response.text.empty()) {
-        verdict.code = ErrorCode::structured_output_not_json;
-        verdict.problem = "you called the tool \"" + response.tool_calls.front().name +
-                          "\" instead of answering with the JSON value";
-        return verdict;
-    }
-    PartialJsonParser parser;
-    parser.feed(response.text);
-    if (!parser.finish()) {
-        verdict.code = ErrorCode::structured_output_not_json;
-        verdict.problem = response.text.empty() ? "the reply is empty, not JSON"
-                                                : "the reply is not JSON: " + parser.error();
-        return verdict;
-    }
-    try {
-        schema.validate_value(parser.value());
-        if (decode) decode(parser.value());
-    } catch (const ToolArgumentError& error) {
-        verdict.code = ErrorCode::structured_output_invalid;
-        verdict.path = error.path();
-        verdict.problem = "the value at " + (error.path().empty() ? "the root" : error.path()) +
-                          " " + error.reason();
-        return verdict;
-    }
-    verdict.kind = Verdict::Kind::good;
-    verdict.value = parser.value();
-    return verdict;
+    detail::check_object_options(options);
 }
 
 std::string shown(const std::string& text) {
@@ -151,41 +78,30 @@ struct Call {
     // Takes `response`: true when the call is over (good, refused, skipped); false when a repair
     // round was set up; throws when the reply is refused and no repair is left.
     bool settle(ChatResponse response) {
-        Verdict verdict = judge(response, schema, decode);
+        detail::ReplyVerdict verdict = detail::judge_reply(response, schema, decode, result.usage);
         switch (verdict.kind) {
-            case Verdict::Kind::good:
+            case detail::ReplyVerdict::Kind::good:
                 result.value = std::move(verdict.value);
                 result.object = result.value;
                 result.response = std::move(response);
                 return true;
-            case Verdict::Kind::refused:
+            case detail::ReplyVerdict::Kind::refused:
                 result.refusal = std::move(verdict.problem);
                 result.response = std::move(response);
                 return true;
-            case Verdict::Kind::skipped:
+            case detail::ReplyVerdict::Kind::skipped:
                 result.budget_skipped = true;
                 result.response = std::move(response);
                 return true;
-            case Verdict::Kind::problem:
+            case detail::ReplyVerdict::Kind::problem:
                 break;
         }
         if (result.repairs >= options.max_repairs) {
-            const std::string after = result.repairs == 0
-                                          ? std::string()
-                                          : " (after " + std::to_string(result.repairs) +
-                                                (result.repairs == 1 ? " repair)" : " repairs)");
-            throw StructuredOutputError(
-                verdict.code,
-                verdict.problem + after + "; the reply began: \"" + shown(response.text) + "\"",
-                response.text, verdict.path, result.usage,
-                {response.provider, response.model, response.request_id});
+            detail::throw_unusable_reply(verdict, response, result.repairs, result.usage);
         }
         ++result.repairs;
         request.messages.push_back(std::move(response.message));
-        request.messages.push_back(Message::user(
-            "Your reply could not be used: " + verdict.problem +
-            ". Answer again with only the JSON value that matches the schema, and nothing "
-            "else."));
+        request.messages.push_back(detail::repair_request(verdict.problem));
         last_problem = std::move(verdict.problem);
         return false;
     }
@@ -194,6 +110,92 @@ struct Call {
 };
 
 }  // namespace
+
+void detail::check_object_options(const StructuredOutputOptions& options) {
+    if (!valid_format_name(options.name)) {
+        throw InvalidOptionError(ErrorCode::invalid_response_format,
+                                 "StructuredOutputOptions::name must be 1 to 64 of "
+                                 "[A-Za-z0-9_-]");
+    }
+    if (options.max_repairs < 0 || options.max_repairs > max_structured_output_repairs) {
+        throw InvalidOptionError(ErrorCode::invalid_max_repairs,
+                                 "max_repairs must be from 0 to " +
+                                     std::to_string(max_structured_output_repairs) + ", not " +
+                                     std::to_string(options.max_repairs));
+    }
+    if (options.budget)
+        detail::check_budget(options.budget->usd, "StructuredOutputOptions::budget");
+}
+
+detail::ReplyVerdict detail::judge_reply(const ChatResponse& response, const CompiledSchema& schema,
+                                         const ObjectDecoder& decode, const Usage& usage) {
+    ReplyVerdict verdict;
+    if (response.finish_reason == FinishReason::error &&
+        response.raw_finish_reason == "budget_exceeded") {
+        verdict.kind = ReplyVerdict::Kind::skipped;
+        return verdict;
+    }
+    if (response.refusal || response.finish_reason == FinishReason::content_filter) {
+        verdict.kind = ReplyVerdict::Kind::refused;
+        verdict.problem = response.refusal ? *response.refusal
+                                           : "the provider stopped the reply (" +
+                                                 response.raw_finish_reason + ")";
+        return verdict;
+    }
+    if (response.finish_reason == FinishReason::length) {
+        throw StructuredOutputError(
+            ErrorCode::structured_output_truncated,
+            "the reply stopped at the output limit before its JSON was complete; raise "
+            "max_tokens",
+            response.text, {}, usage, {response.provider, response.model, response.request_id});
+    }
+    verdict.kind = ReplyVerdict::Kind::problem;
+    if (!response.tool_calls.empty() && response.text.empty()) {
+        verdict.code = ErrorCode::structured_output_not_json;
+        verdict.problem = "you called the tool \"" + response.tool_calls.front().name +
+                          "\" instead of answering with the JSON value";
+        return verdict;
+    }
+    PartialJsonParser parser;
+    parser.feed(response.text);
+    if (!parser.finish()) {
+        verdict.code = ErrorCode::structured_output_not_json;
+        verdict.problem = response.text.empty() ? "the reply is empty, not JSON"
+                                                : "the reply is not JSON: " + parser.error();
+        return verdict;
+    }
+    try {
+        schema.validate_value(parser.value());
+        if (decode) decode(parser.value());
+    } catch (const ToolArgumentError& error) {
+        verdict.code = ErrorCode::structured_output_invalid;
+        verdict.path = error.path();
+        verdict.problem = "the value at " + (error.path().empty() ? "the root" : error.path()) +
+                          " " + error.reason();
+        return verdict;
+    }
+    verdict.kind = ReplyVerdict::Kind::good;
+    verdict.value = parser.value();
+    return verdict;
+}
+
+void detail::throw_unusable_reply(const ReplyVerdict& verdict, const ChatResponse& response,
+                                  int repairs, const Usage& usage) {
+    const std::string after = repairs == 0 ? std::string()
+                                           : " (after " + std::to_string(repairs) +
+                                                 (repairs == 1 ? " repair)" : " repairs)");
+    throw StructuredOutputError(
+        verdict.code,
+        verdict.problem + after + "; the reply began: \"" + shown(response.text) + "\"",
+        response.text, verdict.path, usage,
+        {response.provider, response.model, response.request_id});
+}
+
+Message detail::repair_request(const std::string& problem) {
+    return Message::user("Your reply could not be used: " + problem +
+                         ". Answer again with only the JSON value that matches the schema, and "
+                         "nothing else.");
+}
 
 ObjectResponse<json> detail::complete_structured(const Client& client, ChatRequest request,
                                                  json schema,

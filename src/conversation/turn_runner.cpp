@@ -7,6 +7,7 @@
 #include <ullm/providers/provider_errors.hpp>
 
 #include "../client/conversation_calls.hpp"
+#include "../client/structured_reply.hpp"
 #include "conversation_state.hpp"
 #include "tool_runner.hpp"
 #include "tool_sequence.hpp"
@@ -39,16 +40,30 @@ void restore_replay(std::vector<Message>& trimmed, const std::vector<Message>& o
 
 namespace detail {
 
+// The structured-output part of a `send_object` turn: the format sent, the schema its final
+// reply must pass, and what came of it.
+struct ObjectTurn {
+    ResponseFormat format;
+    CompiledSchema schema;
+    ObjectDecoder decode;
+    int max_repairs = 0;
+    int repairs = 0;
+    /// The final reply's verdict (good or refused); `skipped` until there is one, and after a
+    /// budget skip.
+    ReplyVerdict verdict{ReplyVerdict::Kind::skipped};
+};
+
 // One turn, as a pull-driven state machine shared by `send` (which drains it) and
 // `send_stream` (which hands its events to the consumer).
 class TurnRunner {
 public:
     TurnRunner(std::shared_ptr<Conversation::State> state, Message user, SendOptions options,
-               bool streaming)
+               bool streaming, ObjectTurn* object = nullptr)
         : state_(std::move(state)),
           user_(std::move(user)),
           options_(std::move(options)),
           streaming_(streaming),
+          object_(object),
           on_caller_stop_(options_.stop, [this] { stop_.request_stop(); }) {
         check_send_options(options_);
         if (user_.role != Role::user) {
@@ -100,6 +115,9 @@ public:
     }
 
     [[nodiscard]] const std::optional<ConversationReply>& reply() const noexcept { return reply_; }
+
+    // The reply of a finished turn, moved out.
+    [[nodiscard]] ConversationReply take_reply() { return std::move(*reply_); }
 
 private:
     enum class Phase { waiting, round_start, streaming, finished };
@@ -181,7 +199,7 @@ private:
         }
         request.max_tokens = options_.max_tokens ? options_.max_tokens : options.max_tokens;
         request.temperature = options.temperature;
-        request.response_format = options.response_format;
+        request.response_format = object_ ? object_->format : options.response_format;
         request.provider_options = options.provider_options;
         return request;
     }
@@ -311,6 +329,10 @@ private:
         }
         turn_messages_.push_back(response.message);
         if (calls.empty()) {
+            if (object_ && !settle_object(response)) {
+                phase_ = Phase::round_start;
+                return;
+            }
             commit(std::move(response), false);
             return;
         }
@@ -354,10 +376,35 @@ private:
         }
         push_results(turn_messages_, std::move(round.results));
         if (round.end_turn) {
+            if (object_) {
+                throw StructuredOutputError(
+                    ErrorCode::structured_output_not_json,
+                    "a tool ended the turn (ToolContext::end_turn) "
+                    "before the model answered with the JSON value",
+                    response.text, {}, turn_usage_,
+                    {response.provider, response.model, response.request_id});
+            }
             commit(std::move(response), false);
             return;
         }
         phase_ = Phase::round_start;
+    }
+
+    // Judges the final reply of a `send_object` turn: true when the turn may commit (a good or
+    // refused reply); false when the problem was sent back for another round. Throws when the
+    // reply is unusable and no repair is left.
+    bool settle_object(const ChatResponse& response) {
+        ReplyVerdict verdict = judge_reply(response, object_->schema, object_->decode, turn_usage_);
+        if (verdict.kind != ReplyVerdict::Kind::problem) {
+            object_->verdict = std::move(verdict);
+            return true;
+        }
+        if (object_->repairs >= object_->max_repairs) {
+            throw_unusable_reply(verdict, response, object_->repairs, turn_usage_);
+        }
+        ++object_->repairs;
+        turn_messages_.push_back(repair_request(verdict.problem));
+        return false;
     }
 
     // Appends a round's results to `messages`: one tool message, or one per call.
@@ -499,6 +546,7 @@ private:
     Message user_;
     SendOptions options_;
     bool streaming_;
+    ObjectTurn* object_;  ///< Set for a `send_object` turn; owned by the caller.
     std::stop_source stop_;
     std::stop_callback<std::function<void()>> on_caller_stop_;
 
@@ -552,7 +600,64 @@ ConversationReply Conversation::send(Message user_message, SendOptions options) 
     detail::TurnRunner runner(state_, std::move(user_message), std::move(options), false);
     while (runner.next()) {
     }
-    return *runner.reply();
+    return runner.take_reply();
+}
+
+ConversationObject<json> Conversation::send_object(std::string text, json schema,
+                                                   StructuredOutputOptions options,
+                                                   SendOptions send) {
+    return run_object_turn(Message::user(std::move(text)), std::move(schema), options,
+                           std::move(send), {});
+}
+
+ConversationObject<json> Conversation::send_object(Message user_message, json schema,
+                                                   StructuredOutputOptions options,
+                                                   SendOptions send) {
+    return run_object_turn(std::move(user_message), std::move(schema), options, std::move(send),
+                           {});
+}
+
+ConversationObject<json> Conversation::run_object_turn(Message user, json schema,
+                                                       const StructuredOutputOptions& options,
+                                                       SendOptions send,
+                                                       const detail::ObjectDecoder& decode) {
+    detail::check_object_options(options);
+    if (options.budget) {
+        throw InvalidOptionError(ErrorCode::invalid_budget,
+                                 "StructuredOutputOptions::budget is for Client calls; a "
+                                 "conversation turn's cap is SendOptions::budget_usd");
+    }
+    CompiledSchema compiled = CompiledSchema::value(std::move(schema));
+    detail::ObjectTurn turn{
+        .format = ResponseFormat{options.name, compiled.schema(), options.strict},
+        .schema = std::move(compiled),
+        .decode = decode,
+        .max_repairs = options.max_repairs};
+    detail::TurnRunner runner(state_, std::move(user), std::move(send), false, &turn);
+    while (runner.next()) {
+    }
+    ConversationReply reply = runner.take_reply();
+    ConversationObject<json> out;
+    switch (turn.verdict.kind) {
+        case detail::ReplyVerdict::Kind::good:
+            out.value = std::move(turn.verdict.value);
+            out.object = out.value;
+            break;
+        case detail::ReplyVerdict::Kind::refused:
+            out.refusal = std::move(turn.verdict.problem);
+            break;
+        case detail::ReplyVerdict::Kind::skipped:
+        case detail::ReplyVerdict::Kind::problem:
+            break;
+    }
+    out.budget_skipped = reply.budget_skipped;
+    out.usage = reply.turn_usage;
+    out.repairs = turn.repairs;
+    out.messages = std::move(reply.messages);
+    out.model_rounds = reply.model_rounds;
+    out.tool_rounds = reply.tool_rounds;
+    out.response = std::move(static_cast<ChatResponse&>(reply));
+    return out;
 }
 
 ConversationStream Conversation::send_stream(std::string text, SendOptions options) {

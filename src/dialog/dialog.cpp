@@ -287,6 +287,8 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
     json run_tool(Instance& instance, const std::string& tool, const json& input,
                   ToolContext& context) const {
         if (tool == present_result_tool_name && registry.result_schema()) {
+            // Outside the lock: it is the caller's code. What it throws answers the call.
+            if (options.result_check) options.result_check(input);
             std::lock_guard lock(instance.mutex);
             if (!instance.current(context.turn_tag)) {
                 throw ToolResultError("The turn was cancelled; the result was not stored.",

@@ -31,6 +31,7 @@ GeneratedObject generate_object(const Client& client, std::shared_ptr<CellSpace>
                       .tools = std::move(options.tools),
                       .builtin_tools = options.builtin_tools,
                       .result_schema = std::move(options.schema),
+                      .result_check = std::move(options.result_check),
                       .context_cells = std::move(options.context_cells),
                       .max_tool_rounds = options.max_tool_rounds,
                       .tool_execution_timeout = options.tool_execution_timeout,

@@ -14,11 +14,14 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/chat_completion_bodies.hpp"
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
 using namespace std::chrono_literals;
 using ullm::json;
+using ullm::test::chat_completion_body;
+using ullm::test::chat_completion_reply;
 using ullm::test::error_code_of;
 using ullm::test::ScriptedResponse;
 using ullm::test::TestServer;
@@ -71,20 +74,6 @@ namespace {
 const std::string good_review =
     R"({"product": "Kettle", "stars": 4, "sentiment": "positive", "pros": ["fast", "quiet"], "reviewer": null})";
 
-json chat_body(const json& message, const std::string& finish = "stop") {
-    return {
-        {"id", "chatcmpl-1"},
-        {"object", "chat.completion"},
-        {"model", "gpt-4o-mini"},
-        {"choices", json::array({{{"index", 0}, {"message", message}, {"finish_reason", finish}}})},
-        {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 5}, {"total_tokens", 15}}}};
-}
-
-ScriptedResponse chat_reply(const std::string& content, const std::string& finish = "stop") {
-    return ScriptedResponse::json(
-        200, chat_body({{"role", "assistant"}, {"content", content}}, finish).dump());
-}
-
 ullm::Client client_of(std::shared_ptr<const ullm::Provider> provider) {
     ullm::RetryPolicy retry;
     retry.initial_backoff = 10ms;
@@ -116,7 +105,7 @@ json body_of(const TestServer& server, std::size_t index) {
 TEST_CASE("Chat Completions: the schema of T goes out strict and the reply decodes into T",
           "[structured][openai_chat]") {
     TestServer server;
-    server.enqueue(chat_reply(good_review));
+    server.enqueue(chat_completion_reply(good_review));
     const auto client = openai_client(server);
     const auto result = client.complete_object<Review>(ask(), {.name = "review"});
     REQUIRE(result.object);
@@ -138,9 +127,9 @@ TEST_CASE("Chat Completions: the schema of T goes out strict and the reply decod
 TEST_CASE("a reply that breaks the schema is repaired within max_repairs",
           "[structured][openai_chat]") {
     TestServer server;
-    server.enqueue(chat_reply(R"({"product": "Kettle", "stars": 4})"));
-    server.enqueue(chat_reply("Sure! Here is the review you asked for."));
-    server.enqueue(chat_reply("```json\n" + good_review + "\n```"));
+    server.enqueue(chat_completion_reply(R"({"product": "Kettle", "stars": 4})"));
+    server.enqueue(chat_completion_reply("Sure! Here is the review you asked for."));
+    server.enqueue(chat_completion_reply("```json\n" + good_review + "\n```"));
     const auto client = openai_client(server);
     const auto result = client.complete_object<Review>(ask(), {.max_repairs = 2});
     REQUIRE(result.object);
@@ -165,7 +154,8 @@ TEST_CASE("a reply that breaks the schema is repaired within max_repairs",
 TEST_CASE("without repairs left, the problem is a StructuredOutputError with its path",
           "[structured][openai_chat]") {
     TestServer server;
-    server.enqueue(chat_reply(R"({"product": "Kettle", "stars": "four", "sentiment": "positive",
+    server.enqueue(
+        chat_completion_reply(R"({"product": "Kettle", "stars": "four", "sentiment": "positive",
                                "pros": [], "reviewer": null})"));
     const auto client = openai_client(server);
     try {
@@ -178,7 +168,7 @@ TEST_CASE("without repairs left, the problem is a StructuredOutputError with its
         CHECK(error.usage().input_tokens == 10);
         CHECK(error.retryable());
     }
-    server.enqueue(chat_reply("I think the kettle is great"));
+    server.enqueue(chat_completion_reply("I think the kettle is great"));
     try {
         (void)client.complete_object<Review>(ask());
         FAIL("prose was taken for JSON");
@@ -187,7 +177,8 @@ TEST_CASE("without repairs left, the problem is a StructuredOutputError with its
         CHECK(error.path().empty());
         CHECK(error.raw_text() == "I think the kettle is great");
     }
-    server.enqueue(chat_reply(R"({"product": "Kettle", "stars": 4, "sentiment": "positive",
+    server.enqueue(
+        chat_completion_reply(R"({"product": "Kettle", "stars": 4, "sentiment": "positive",
                                "pros": [], "reviewer": null, "extra": 1})"));
     CHECK(error_code_of([&] { (void)client.complete_object<Review>(ask()); }) ==
           "structured_output_invalid");
@@ -196,8 +187,8 @@ TEST_CASE("without repairs left, the problem is a StructuredOutputError with its
 TEST_CASE("a value the schema allows but from_json refuses is repaired like a schema error",
           "[structured][openai_chat]") {
     TestServer server;
-    server.enqueue(chat_reply(R"({"time": "09:00"})"));
-    server.enqueue(chat_reply(R"({"time": "19:30"})"));
+    server.enqueue(chat_completion_reply(R"({"time": "09:00"})"));
+    server.enqueue(chat_completion_reply(R"({"time": "19:30"})"));
     const auto client = openai_client(server);
     const auto result = client.complete_object<structured_test::Slot>(ask(), {.max_repairs = 1});
     REQUIRE(result.object);
@@ -209,10 +200,11 @@ TEST_CASE("a value the schema allows but from_json refuses is repaired like a sc
 TEST_CASE("a refusal is its own outcome and a cut-off reply is not repaired",
           "[structured][openai_chat]") {
     TestServer server;
-    server.enqueue(ScriptedResponse::json(200, chat_body({{"role", "assistant"},
-                                                          {"content", nullptr},
-                                                          {"refusal", "I can't help with that."}})
-                                                   .dump()));
+    server.enqueue(ScriptedResponse::json(
+        200,
+        chat_completion_body(
+            {{"role", "assistant"}, {"content", nullptr}, {"refusal", "I can't help with that."}})
+            .dump()));
     const auto client = openai_client(server);
     const auto refused = client.complete_object<Review>(ask(), {.max_repairs = 3});
     CHECK(refused.refused());
@@ -221,7 +213,7 @@ TEST_CASE("a refusal is its own outcome and a cut-off reply is not repaired",
     CHECK(server.request_count() == 1);
     CHECK(error_code_of([&] { (void)refused.get(); }) == "structured_output_refused");
 
-    server.enqueue(chat_reply(R"({"product": "Ket)", "length"));
+    server.enqueue(chat_completion_reply(R"({"product": "Ket)", "length"));
     CHECK(error_code_of([&] { (void)client.complete_object<Review>(ask(), {.max_repairs = 3}); }) ==
           "structured_output_truncated");
     CHECK(server.request_count() == 2);
@@ -230,7 +222,7 @@ TEST_CASE("a refusal is its own outcome and a cut-off reply is not repaired",
 TEST_CASE("the json-schema form validates against the schema it is given",
           "[structured][openai_chat]") {
     TestServer server;
-    server.enqueue(chat_reply(R"({"city": "Oslo"})"));
+    server.enqueue(chat_completion_reply(R"({"city": "Oslo"})"));
     const auto client = openai_client(server);
     const json schema = {{"type", "object"},
                          {"properties", {{"city", {{"type", "string"}}}}},
@@ -282,7 +274,7 @@ TEST_CASE("bad options and schemas a provider cannot take are refused before sen
           }) == "unsupported_schema_keyword");
     CHECK(server.request_count() == 0);
     // Without strict mode, OpenAI takes the schema as it is.
-    server.enqueue(chat_reply(R"({"a": "x"})"));
+    server.enqueue(chat_completion_reply(R"({"a": "x"})"));
     const auto result = client.complete_object(ask(), loose, {.strict = false});
     CHECK(*result.object == json{{"a", "x"}});
     CHECK(body_of(server, 0)["response_format"]["json_schema"]["strict"] == false);
@@ -291,7 +283,7 @@ TEST_CASE("bad options and schemas a provider cannot take are refused before sen
 TEST_CASE("a server with JSON mode only gets json_object and the schema in the system prompt",
           "[structured][openai_compatible]") {
     TestServer server;
-    server.enqueue(chat_reply(R"({"tags": ["b", "a"]})"));
+    server.enqueue(chat_completion_reply(R"({"tags": ["b", "a"]})"));
     const auto client = openai_client(server, false, "deepseek");
     auto request = ask("deepseek/deepseek-chat");
     request.system = "You read reviews.";
@@ -305,7 +297,7 @@ TEST_CASE("a server with JSON mode only gets json_object and the schema in the s
     REQUIRE(result.object);
     CHECK(result.object->tags == std::set<std::string>{"a", "b"});
     // Checked locally all the same: a repeated tag breaks uniqueItems.
-    server.enqueue(chat_reply(R"({"tags": ["a", "a"]})"));
+    server.enqueue(chat_completion_reply(R"({"tags": ["a", "a"]})"));
     CHECK(error_code_of([&] { (void)client.complete_object<structured_test::Tagged>(request); }) ==
           "structured_output_invalid");
 }

@@ -2,8 +2,10 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/providers/scripted_provider.hpp>
+#include <ullm/tools/reflect.hpp>
 #include <ullm/tools/schema.hpp>
 
+#include <algorithm>
 #include <optional>
 
 #include "support/catch.hpp"
@@ -12,6 +14,31 @@
 
 using ullm::json;
 using ullm::test::error_code_of;
+
+namespace generate_object_test {
+
+struct Dinner {
+    std::string dish;
+    int minutes = 0;
+};
+ULLM_REFLECT(Dinner, dish, minutes)
+
+// A rule the schema cannot say, enforced by decoding.
+struct QuickDinner {
+    std::string dish;
+    int minutes = 0;
+};
+ULLM_REFLECT_SCHEMA(QuickDinner, dish, minutes)
+inline void from_json(const json& in, QuickDinner& out) {
+    in.at("dish").get_to(out.dish);
+    in.at("minutes").get_to(out.minutes);
+    if (out.minutes > 30) throw ullm::ToolArgumentError("/minutes", "must be at most 30");
+}
+
+}  // namespace generate_object_test
+
+using generate_object_test::Dinner;
+using generate_object_test::QuickDinner;
 
 namespace {
 
@@ -171,4 +198,68 @@ TEST_CASE("generate_object keeps the cells its messages mention until a dialog t
     dialog.reset();
     CHECK(r.space->collect() == 1);
     CHECK(error_code_of([&] { (void)r.space->get(result); }) == "unknown_cell");
+}
+
+TEST_CASE("generate_object<T> takes T's schema and decodes the result", "[dialog][structured]") {
+    Recipes r;
+    r.provider->push_tool_call("presentResult", {{"dish", "pesto"}, {"minutes", 20}}, "", "call");
+    const auto generated = ullm::generate_object<Dinner>(r.client, r.space, "Plan dinner",
+                                                         {.system = "You plan dinners."});
+    CHECK(generated.value.dish == "pesto");
+    CHECK(generated.value.minutes == 20);
+    CHECK(generated.object == json{{"dish", "pesto"}, {"minutes", 20}});
+    // presentResult was declared with the schema of Dinner.
+    const auto requests = r.provider->requests();
+    const auto& tools = requests.at(0).tools;
+    const auto present = std::find_if(
+        tools.begin(), tools.end(), [](const auto& tool) { return tool.name == "presentResult"; });
+    REQUIRE(present != tools.end());
+    CHECK(present->parameters.at("properties") == ullm::json_schema_of<Dinner>().at("properties"));
+}
+
+TEST_CASE("generate_object<T>: a result that passes the schema but does not decode is answered",
+          "[dialog][structured]") {
+    Recipes r;
+    r.provider->push_tool_call("presentResult", {{"dish", "lasagne"}, {"minutes", 90}}, "", "slow");
+    r.provider->push_tool_call("presentResult", {{"dish", "pesto"}, {"minutes", 20}}, "", "quick");
+    int checked = 0;
+    const auto generated = ullm::generate_object<QuickDinner>(
+        r.client, r.space, "Plan a quick dinner",
+        {.result_check = [&checked](const json&) { ++checked; }});
+    CHECK(generated.value.dish == "pesto");
+    CHECK(checked == 1);  // the caller's check runs after decoding, on the good result only
+    const auto first = generated.messages.at(2).tool_results().at(0);
+    CHECK(first.tool_call_id == "slow");
+    CHECK(first.is_error);
+    CHECK(first.result.dump().find("at most 30") != std::string::npos);
+    CHECK(r.provider->remaining() == 0);
+}
+
+TEST_CASE("a dialog's result_check keeps a result it refuses out of the instance",
+          "[dialog][structured]") {
+    Recipes r;
+    r.provider->push_tool_call("presentResult", {{"dish", "lasagne"}, {"minutes", 90}}, "", "a");
+    r.provider->push_text("Lasagne takes too long; I'll think again.");
+    ullm::Dialog dialog(r.client, r.space,
+                        {.builtin_tools = false,
+                         .result_schema = ullm::json_schema_of<QuickDinner>(),
+                         .result_check = [](const json& result) {
+                             std::optional<QuickDinner> decoded;
+                             ullm::detail::decode_object(result, decoded);
+                         }});
+    const auto turn = dialog.send("alice", "Plan a quick dinner");
+    CHECK(turn.status == ullm::DialogTurnStatus::completed);
+    CHECK_FALSE(turn.result);
+    CHECK_FALSE(ullm::decode_result<QuickDinner>(turn.result));
+    // A stored result decodes; one that does not is a StructuredOutputError with the path.
+    const auto dinner = ullm::decode_result<Dinner>(json{{"dish", "pesto"}, {"minutes", 20}});
+    REQUIRE(dinner);
+    CHECK(dinner->minutes == 20);
+    try {
+        (void)ullm::decode_result<QuickDinner>(json{{"dish", "stew"}, {"minutes", 45}});
+        FAIL("a result that does not decode must throw");
+    } catch (const ullm::StructuredOutputError& error) {
+        CHECK(error.code() == "structured_output_invalid");
+        CHECK(error.path() == "/minutes");
+    }
 }

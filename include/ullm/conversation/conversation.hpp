@@ -160,11 +160,36 @@ struct ConversationReply : ChatResponse {
     std::vector<Message> messages;
 };
 
+/// What `Conversation::send_object` produced: the outcome as `Client::complete_object` gives
+/// it (`response` is the turn's final model response, `usage` summed over every round of the
+/// turn, repairs included), plus what the turn added.
+template <class T>
+struct ConversationObject : ObjectResponse<T> {
+    /// The messages the turn added to the history, in order: the user message, tool rounds,
+    /// each refused reply with the repair request sent after it, and the final reply.
+    std::vector<Message> messages;
+    int model_rounds = 0;  ///< Model requests made in the turn, repairs included.
+    int tool_rounds = 0;   ///< Tool rounds run in the turn.
+};
+
 class Conversation;
 
 namespace detail {
 class TurnRunner;
+
+/// `from` with its object taken from `decoded`.
+template <class T>
+[[nodiscard]] ConversationObject<T> typed_conversation_object(ConversationObject<json> from,
+                                                              std::optional<T>&& decoded) {
+    ConversationObject<T> out;
+    static_cast<ObjectResponse<T>&>(out) =
+        typed_response<T>(std::move(static_cast<ObjectResponse<json>&>(from)), std::move(decoded));
+    out.messages = std::move(from.messages);
+    out.model_rounds = from.model_rounds;
+    out.tool_rounds = from.tool_rounds;
+    return out;
 }
+}  // namespace detail
 
 /// One streamed conversation turn, pulled by the consumer (`next()` or a range-for). The turn
 /// takes its FIFO slot at the first pull; a stream that is never pulled takes none. It yields
@@ -229,6 +254,47 @@ public:
     /// As `send_stream(std::string)`, with a whole user message.
     [[nodiscard]] ConversationStream send_stream(Message user_message, SendOptions options = {});
 
+    /// Structured output in a turn: sends `text` with `schema` as the turn's response format
+    /// (in place of `ConversationOptions::response_format`), runs the turn as `send` does,
+    /// tools included, and checks the final reply with the strict validator. A reply that is
+    /// not JSON or breaks the schema is answered, within the same turn, with the problem, up to
+    /// `options.max_repairs` times; the turn commits only once a reply is good or refused (a
+    /// refusal is a real answer and is stored). Throws what `send` throws, what
+    /// `Client::complete_object` throws for its options and schema, `InvalidOptionError`
+    /// `invalid_budget` for `options.budget` (a turn's cap is `SendOptions::budget_usd`), and
+    /// `StructuredOutputError` when no good reply came (nothing of the turn is committed unless
+    /// `on_interrupted_turn` keeps it; its spend is in the totals). A tool that ends the turn
+    /// (`ToolContext::end_turn`) leaves no JSON reply: `structured_output_not_json`.
+    [[nodiscard]] ConversationObject<json> send_object(std::string text, json schema,
+                                                       StructuredOutputOptions options = {},
+                                                       SendOptions send = {});
+
+    /// As `send_object(std::string, …)`, with a whole user message.
+    [[nodiscard]] ConversationObject<json> send_object(Message user_message, json schema,
+                                                       StructuredOutputOptions options = {},
+                                                       SendOptions send = {});
+
+    /// As `send_object(text, json_schema_of<T>(), …)`, decoding the reply into `T`; a reply
+    /// that does not decode is repaired or refused as one that breaks the schema.
+    template <StructuredObject T>
+    [[nodiscard]] ConversationObject<T> send_object(std::string text,
+                                                    StructuredOutputOptions options = {},
+                                                    SendOptions send = {}) {
+        return send_object<T>(Message::user(std::move(text)), std::move(options), std::move(send));
+    }
+
+    /// As `send_object<T>(std::string, …)`, with a whole user message.
+    template <StructuredObject T>
+    [[nodiscard]] ConversationObject<T> send_object(Message user_message,
+                                                    StructuredOutputOptions options = {},
+                                                    SendOptions send = {}) {
+        std::optional<T> decoded;
+        ConversationObject<json> result = run_object_turn(
+            std::move(user_message), json_schema_of<T>(), options, std::move(send),
+            [&decoded](const json& value) { detail::decode_object(value, decoded); });
+        return detail::typed_conversation_object<T>(std::move(result), std::move(decoded));
+    }
+
     /// The committed history without the system prompt; provider replay state (reasoning
     /// signatures, item ids) only when `include_replay`, e.g. to hand the messages on to
     /// another conversation of the same provider unchanged.
@@ -273,6 +339,13 @@ public:
     struct State;
 
 private:
+    /// `send_object(user, schema, options, send)`, with `decode` run on each reply that passes
+    /// the schema. Defined in src/conversation/turn_runner.cpp.
+    [[nodiscard]] ConversationObject<json> run_object_turn(Message user, json schema,
+                                                           const StructuredOutputOptions& options,
+                                                           SendOptions send,
+                                                           const detail::ObjectDecoder& decode);
+
     std::shared_ptr<State> state_;
 };
 

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,9 +33,14 @@ struct NamedCell {
 struct DialogOptions {
     std::string system;  ///< The caller's system text, first in every round's system prompt.
     std::string model;   ///< As `Client::route` understands it; the client's default when empty.
-    std::vector<DialogTool> tools;         ///< The caller's tools, in catalog order.
-    bool builtin_tools = true;             ///< Only exactly false removes the six built-ins.
-    std::optional<json> result_schema;     ///< Adds `presentResult`; its call is the result.
+    std::vector<DialogTool> tools;      ///< The caller's tools, in catalog order.
+    bool builtin_tools = true;          ///< Only exactly false removes the six built-ins.
+    std::optional<json> result_schema;  ///< Adds `presentResult`; its call is the result.
+    /// Runs on the arguments of each `presentResult` call once they pass `result_schema`, for a
+    /// rule the schema cannot say (e.g. decoding into a type: see `decode_result`). A
+    /// `ToolArgumentError` (or any exception) it throws answers the call with an error result
+    /// instead of storing it, so that the model can try again within `max_tool_rounds`.
+    std::function<void(const json& result)> result_check;
     std::vector<NamedCell> context_cells;  ///< Listed under `# Available Cells`.
     int max_tool_rounds = 5;               ///< As `ConversationOptions::max_tool_rounds`.
     /// How long one tool call may run; the calls of a round run one after another.
@@ -78,6 +84,25 @@ struct DialogTurn {
     std::exception_ptr error;    ///< For `cancelled` and `failed`: the error, to rethrow.
     Usage usage;                 ///< Summed over the turn's model requests (`completed`).
 };
+
+/// A structured result decoded into `T` (e.g. a struct described with `ULLM_REFLECT`, whose
+/// `json_schema_of<T>()` is the dialog's `result_schema`); nullopt when there is none. Throws
+/// `StructuredOutputError` `structured_output_invalid` (with the path) when it does not decode.
+template <StructuredObject T>
+[[nodiscard]] std::optional<T> decode_result(const std::optional<json>& result) {
+    if (!result) return std::nullopt;
+    std::optional<T> decoded;
+    try {
+        detail::decode_object(*result, decoded);
+    } catch (const ToolArgumentError& error) {
+        throw StructuredOutputError(ErrorCode::structured_output_invalid,
+                                    "the structured result does not decode: the value at " +
+                                        (error.path().empty() ? "the root" : error.path()) + " " +
+                                        error.reason(),
+                                    result->dump(), error.path(), {});
+    }
+    return decoded;
+}
 
 /// The state of one instance.
 struct DialogInstanceInfo {

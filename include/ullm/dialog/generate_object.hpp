@@ -11,6 +11,7 @@
 #include <ullm/dialog/dialog_tool.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,7 +21,12 @@ namespace ullm {
 
 /// Settings of `generate_object`; written with designated initialisers.
 struct GenerateObjectOptions {
-    json schema;         ///< The object's JSON schema (required); `presentResult` takes it.
+    /// The object's JSON schema (required, except for `generate_object<T>`, where null means
+    /// `json_schema_of<T>()`); `presentResult` takes it.
+    json schema;
+    /// As `DialogOptions::result_check`: a rule the schema cannot say; what it throws answers
+    /// the `presentResult` call with an error, for the model to try again.
+    std::function<void(const json& result)> result_check;
     std::string system;  ///< The system prompt.
     std::string model;   ///< As `Client::route` understands it; the client's default when empty.
     std::vector<DialogTool> tools;         ///< Tools the model may call before answering.
@@ -61,5 +67,43 @@ struct GeneratedObject {
 [[nodiscard]] GeneratedObject generate_object(const Client& client,
                                               std::shared_ptr<CellSpace> space, std::string prompt,
                                               GenerateObjectOptions options);
+
+/// What `generate_object<T>` produced: the `GeneratedObject`, and its object decoded.
+template <class T>
+struct GeneratedObjectOf : GeneratedObject {
+    T value;
+};
+
+/// As `generate_object`, decoding the object into `T`: the schema is `json_schema_of<T>()`
+/// unless `options.schema` is set, and a `presentResult` call whose arguments pass the schema
+/// but do not decode is answered with the problem (as a `result_check` failure), so the model
+/// can try again. Throws what `generate_object` throws.
+template <StructuredObject T>
+[[nodiscard]] GeneratedObjectOf<T> generate_object(const Client& client,
+                                                   std::shared_ptr<CellSpace> space,
+                                                   std::vector<Message> messages,
+                                                   GenerateObjectOptions options) {
+    if (options.schema.is_null()) options.schema = json_schema_of<T>();
+    options.result_check = [check = std::move(options.result_check)](const json& result) {
+        std::optional<T> decoded;
+        detail::decode_object(result, decoded);
+        if (check) check(result);
+    };
+    GeneratedObject generated =
+        generate_object(client, std::move(space), std::move(messages), std::move(options));
+    std::optional<T> decoded = decode_result<T>(generated.object);
+    return GeneratedObjectOf<T>{std::move(generated), std::move(*decoded)};
+}
+
+/// As above, with one user message.
+template <StructuredObject T>
+[[nodiscard]] GeneratedObjectOf<T> generate_object(const Client& client,
+                                                   std::shared_ptr<CellSpace> space,
+                                                   std::string prompt,
+                                                   GenerateObjectOptions options) {
+    std::vector<Message> messages;
+    messages.push_back(Message::user(std::move(prompt)));
+    return generate_object<T>(client, std::move(space), std::move(messages), std::move(options));
+}
 
 }  // namespace ullm
