@@ -49,13 +49,24 @@ inline std::unique_ptr<Provider> make_provider(unsigned variant) {
 #endif
 }
 
-/// The request the response answers; `variant` picks the model (priced or not).
+/// The request the response answers; `variant` picks the model (priced or not). For
+/// Anthropic, variant 3 asks an older Claude model for structured output, whose answer comes
+/// through a tool named like the one the recorded traffic calls most (`get_weather`).
 inline ChatRequest make_request(unsigned variant) {
-    static const char* const models[] = {"recorded", "gpt-4o", "claude-sonnet-4-5",
-                                         "gemini-2.5-flash"};
+#if defined(ULLM_FUZZ_ANTHROPIC)
+    static const char* const last_model = "claude-3-5-haiku-20241022";
+#else
+    static const char* const last_model = "gemini-2.5-flash";
+#endif
+    static const char* const models[] = {"recorded", "gpt-4o", "claude-sonnet-4-5", last_model};
     ChatRequest request;
     request.model = models[variant % 4];
     request.messages.push_back(Message::user("Hello"));
+#if defined(ULLM_FUZZ_ANTHROPIC)
+    if (variant % 4 == 3) {
+        request.response_format = ResponseFormat{"get_weather", {{"type", "object"}}, false};
+    }
+#endif
     return request;
 }
 

@@ -487,6 +487,172 @@ TEST_CASE("anthropic: bounds it refuses travel in the description, nested ones t
     CHECK(lines.at("items").value("additionalProperties", json()) == false);
 }
 
+namespace {
+
+// A structured-output request to a model without native structured output.
+ChatRequest older_model_format_request(std::string model = "claude-3-5-haiku-20241022") {
+    ChatRequest request = basic_request(std::move(model));
+    request.response_format = ullm::ResponseFormat{
+        "ticket",
+        {{"type", "object"},
+         {"properties", {{"title", {{"type", "string"}}}, {"priority", {{"type", "integer"}}}}},
+         {"required", {"title", "priority"}}},
+        true};
+    return request;
+}
+
+json result_tool_body(const json& content, const std::string& stop_reason = "tool_use") {
+    return {{"id", "msg_result"},
+            {"type", "message"},
+            {"role", "assistant"},
+            {"model", "claude-3-5-haiku-20241022"},
+            {"content", content},
+            {"stop_reason", stop_reason},
+            {"usage", {{"input_tokens", 30}, {"output_tokens", 12}}}};
+}
+
+json result_call(const json& input, const std::string& id = "toolu_r") {
+    return {{"type", "tool_use"}, {"id", id}, {"name", "ticket"}, {"input", input}};
+}
+
+}  // namespace
+
+TEST_CASE("anthropic: before 4.5, structured output is a forced tool named after the format",
+          "[anthropic][structured]") {
+    ChatRequest request = older_model_format_request();
+    ullm::check_request(request, provider());
+    json body = provider().encode_body(request, false);
+    CHECK_FALSE(body.contains("output_config"));
+    REQUIRE(body.at("tools").size() == 1);
+    const json& tool = body["tools"][0];
+    CHECK(tool.at("name") == "ticket");
+    CHECK(tool.at("input_schema").at("properties") ==
+          request.response_format->schema.at("properties"));
+    CHECK(tool.at("input_schema").at("additionalProperties") == false);
+    CHECK(body.at("tool_choice") == json{{"type", "tool"}, {"name", "ticket"}});
+
+    // With the caller's tools, the model must call one of them or answer through the result.
+    request.tools = {weather_tool()};
+    body = provider().encode_body(request, false);
+    REQUIRE(body.at("tools").size() == 2);
+    CHECK(body["tools"][0].at("name") == "lookup_weather");
+    CHECK(body["tools"][1].at("name") == "ticket");
+    CHECK(body.at("tool_choice") == json{{"type", "any"}});
+    request.tool_choice = ToolChoice::tool("lookup_weather");
+    CHECK(provider().encode_body(request, false).at("tool_choice") ==
+          json{{"type", "tool"}, {"name", "lookup_weather"}});
+    request.tool_choice = ToolChoice::none();
+    CHECK(provider().encode_body(request, false).at("tool_choice") == json{{"type", "none"}});
+
+    // Extended thinking takes no forced tool: the choice is left to the model.
+    request = older_model_format_request("claude-3-7-sonnet-20250219");
+    request.provider_options = {{"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}}};
+    CHECK(provider().encode_body(request, false).at("tool_choice") == json{{"type", "auto"}});
+
+    // A tool of the request named like the format is refused.
+    request = older_model_format_request();
+    request.tools = {ToolSpec{"ticket", "Files a ticket", json{{"type", "object"}}}};
+    CHECK(error_code([&] { (void)provider().encode_body(request, false); }) ==
+          "invalid_response_format");
+
+    // From 4.5 (and for ids it does not know) the native form is used.
+    for (const char* model : {"claude-sonnet-4-5", "claude-opus-4-1-20250805", "my-proxy"}) {
+        request = older_model_format_request(model);
+        body = provider().encode_body(request, false);
+        CHECK(body.contains("output_config"));
+        CHECK_FALSE(body.contains("tools"));
+    }
+}
+
+TEST_CASE("anthropic: the result tool's call comes back as the reply text",
+          "[anthropic][structured]") {
+    const ChatRequest request = older_model_format_request();
+    const json input = {{"title", "Login fails"}, {"priority", 2}};
+    ChatResponse response =
+        decode_body(result_tool_body(json::array({result_call(input)})), request);
+    CHECK(json::parse(response.text) == input);
+    CHECK(response.tool_calls.empty());
+    CHECK(response.message.tool_calls().empty());
+    CHECK(response.finish_reason == ullm::FinishReason::stop);
+    CHECK(response.raw_finish_reason == "tool_use");
+    CHECK_FALSE(response.message.replay);
+
+    // Text beside it is not the answer; a second call is not either.
+    response = decode_body(
+        result_tool_body({{{"type", "text"}, {"text", "Here it is:"}},
+                          result_call(input),
+                          result_call({{"title", "other"}, {"priority", 1}}, "toolu_s")}),
+        request);
+    CHECK(json::parse(response.text) == input);
+
+    // Beside a call of the caller's tool, that call still has to run.
+    response = decode_body(result_tool_body({{{"type", "tool_use"},
+                                              {"id", "toolu_w"},
+                                              {"name", "lookup_weather"},
+                                              {"input", {{"city", "Oslo"}}}},
+                                             result_call(input)}),
+                           request);
+    CHECK(response.finish_reason == ullm::FinishReason::tool_call);
+    REQUIRE(response.tool_calls.size() == 1);
+    CHECK(response.tool_calls[0].name == "lookup_weather");
+
+    // With thinking, the replayed turn carries the answer as text, not an unanswered call.
+    response = decode_body(
+        result_tool_body(
+            {{{"type", "thinking"}, {"thinking", "A ticket."}, {"signature", thinking_signature}},
+             result_call(input)}),
+        request);
+    REQUIRE(response.message.replay);
+    const json& replayed = response.message.replay->data.at("content");
+    REQUIRE(replayed.size() == 2);
+    CHECK(replayed[1].at("type") == "text");
+    CHECK(json::parse(replayed[1].at("text").get<std::string>()) == input);
+
+    // Without the format, a tool named so is an ordinary call.
+    response = decode_body(result_tool_body(json::array({result_call(input)})),
+                           basic_request("claude-3-5-haiku-20241022"));
+    CHECK(response.text.empty());
+    REQUIRE(response.tool_calls.size() == 1);
+    CHECK(response.tool_calls[0].name == "ticket");
+}
+
+TEST_CASE("anthropic stream: the result tool's input streams as text, split anywhere",
+          "[anthropic][stream][structured]") {
+    const ChatRequest request = older_model_format_request();
+    const std::string wire =
+        message_start("msg_result", "claude-3-5-haiku-20241022") +
+        block_start(0, {{"type", "tool_use"},
+                        {"id", "toolu_r"},
+                        {"name", "ticket"},
+                        {"input", json::object()}}) +
+        block_delta(0, {{"type", "input_json_delta"}, {"partial_json", "{\"title\": \"Log"}}) +
+        block_delta(0, {{"type", "input_json_delta"}, {"partial_json", "in fails\", "}}) +
+        block_delta(0, {{"type", "input_json_delta"}, {"partial_json", "\"priority\": 2}"}}) +
+        block_stop(0) + message_end("tool_use", 12);
+    for (std::size_t chunk = 1; chunk <= wire.size(); chunk += (chunk < 40 ? 1 : 97)) {
+        const Streamed streamed = run_stream(wire, request, chunk);
+        std::string text;
+        for (const auto& event : streamed.events) {
+            CHECK(event.type != StreamEvent::Type::tool_call_start);
+            CHECK(event.type != StreamEvent::Type::tool_call_end);
+            if (event.type == StreamEvent::Type::text_delta) text += event.delta;
+        }
+        CHECK(text == R"({"title": "Login fails", "priority": 2})");
+        CHECK(streamed.response.text == text);
+        CHECK(streamed.response.tool_calls.empty());
+        CHECK(streamed.response.finish_reason == ullm::FinishReason::stop);
+    }
+    // A call that arrives whole in its start streams its input at the stop.
+    const std::string whole = message_start("msg_result", "claude-3-5-haiku-20241022") +
+                              block_start(0, {{"type", "tool_use"},
+                                              {"id", "toolu_r"},
+                                              {"name", "ticket"},
+                                              {"input", {{"title", "x"}, {"priority", 1}}}}) +
+                              block_stop(0) + message_end("tool_use", 3);
+    const Streamed streamed = run_stream(whole, request);
+    CHECK(json::parse(streamed.response.text) == json{{"title", "x"}, {"priority", 1}});
+}
+
 TEST_CASE("anthropic: capabilities follow the model generation", "[anthropic]") {
     const auto caps = [](std::string_view model) { return provider().capabilities(model); };
     CHECK_FALSE(caps("claude-3-haiku-20240307").reasoning);
@@ -495,11 +661,11 @@ TEST_CASE("anthropic: capabilities follow the model generation", "[anthropic]") 
     CHECK(caps("claude-3-5-sonnet-20241022").documents);
     CHECK_FALSE(caps("claude-3-5-sonnet-20241022").reasoning);
     CHECK(caps("claude-3-7-sonnet-latest").reasoning);
-    CHECK_FALSE(caps("claude-3-7-sonnet-latest").structured_output);
+    // Native from Opus 4.1 and 4.5, through a forced tool before: every generation has it.
+    CHECK(caps("claude-3-7-sonnet-latest").structured_output);
     CHECK(caps("claude-sonnet-4-20250514").reasoning);
-    CHECK_FALSE(caps("claude-sonnet-4-20250514").structured_output);
+    CHECK(caps("claude-sonnet-4-20250514").structured_output);
     CHECK(caps("claude-opus-4-1-20250805").structured_output);
-    CHECK_FALSE(caps("claude-sonnet-4-1").structured_output);
     CHECK(caps("claude-haiku-4-5-20251001").structured_output);
     CHECK(caps("claude-opus-4-6").temperature);
     CHECK_FALSE(caps("claude-opus-4-7").temperature);
@@ -525,8 +691,8 @@ TEST_CASE("anthropic: unsupported options are refused, never dropped", "[anthrop
         });
     };
     ChatRequest request = basic_request("claude-3-5-sonnet-20241022");
-    request.response_format = ullm::ResponseFormat{};
-    CHECK(code(request) == "unsupported_option");
+    request.response_format = ullm::ResponseFormat{};  // {} is no object schema
+    CHECK(code(request) == "unsupported_schema_keyword");
 
     request = basic_request("claude-opus-4-7");
     request.temperature = 0.5;

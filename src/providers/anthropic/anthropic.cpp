@@ -49,7 +49,8 @@ ProviderCapabilities AnthropicProvider::capabilities(std::string_view model) con
     capabilities.images = version >= 30;
     capabilities.documents = version >= 35;
     capabilities.reasoning = version >= 37;
-    capabilities.structured_output = claude.modern();
+    // Structured output is native from Opus 4.1 and 4.5 on, a forced tool before (see
+    // `result_tool_of`): every generation has it.
     // Opus 4.7 and later reject sampling parameters outright.
     capabilities.temperature = version < 47;
     capabilities.top_p = version < 47;
@@ -138,19 +139,47 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
     }
     body["messages"] = std::move(messages);
 
-    if (!request.tools.empty()) {
+    const std::string result_tool = anthropic::result_tool_of(request);
+    if (!request.tools.empty() || !result_tool.empty()) {
         json tools = json::array();
         for (const auto& tool : request.tools) {
+            if (tool.name == result_tool) {
+                throw InvalidOptionError(ErrorCode::invalid_response_format,
+                                         "the response format is named \"" + result_tool +
+                                             "\" like a tool of the request; " + request.model +
+                                             " takes it as a tool, so give it another name");
+            }
             json entry = {{"name", tool.name}, {"input_schema", tool.parameters}};
             if (!tool.description.empty()) entry["description"] = tool.description;
             tools.push_back(std::move(entry));
         }
         if (auto cache_control = anthropic::cache_control_value(
-                provider_options, tools_cache_key, "provider_options.tools_cache_control")) {
+                provider_options, tools_cache_key, "provider_options.tools_cache_control");
+            cache_control && !tools.empty()) {
             tools.back()["cache_control"] = *cache_control;
         }
+        if (!result_tool.empty()) {
+            tools.push_back(
+                {{"name", result_tool},
+                 {"description",
+                  "Give your final answer by calling this tool once, with the answer "
+                  "as its input, instead of answering in text."},
+                 {"input_schema", anthropic::output_schema(request.response_format->schema)}});
+        }
         body["tools"] = std::move(tools);
-        if (request.tool_choice) {
+        const bool forcing_allowed = thinking_type != "enabled" && thinking_type != "adaptive";
+        if (!result_tool.empty() &&
+            (!request.tool_choice || request.tool_choice->mode == ToolChoice::Mode::automatic ||
+             request.tool_choice->mode == ToolChoice::Mode::required)) {
+            // The model must answer through the result tool, or call one of the caller's first.
+            if (!forcing_allowed) {
+                body["tool_choice"] = {{"type", "auto"}};
+            } else if (request.tools.empty()) {
+                body["tool_choice"] = {{"type", "tool"}, {"name", result_tool}};
+            } else {
+                body["tool_choice"] = {{"type", "any"}};
+            }
+        } else if (request.tool_choice) {
             switch (request.tool_choice->mode) {
                 case ToolChoice::Mode::automatic:
                     body["tool_choice"] = {{"type", "auto"}};
@@ -170,7 +199,7 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
     if (request.temperature) body["temperature"] = *request.temperature;
     if (request.top_p) body["top_p"] = *request.top_p;
     if (!request.stop.empty()) body["stop_sequences"] = request.stop;
-    if (request.response_format) {
+    if (request.response_format && result_tool.empty()) {
         body["output_config"] = {
             {"format",
              {{"type", "json_schema"},
@@ -249,13 +278,14 @@ ChatResponse AnthropicProvider::decode(const HttpResponse& response,
     summary.model = string_field(body, "model");
     summary.request_id = origin.request_id.empty() ? string_field(body, "id") : origin.request_id;
     summary.replay_model = request.model.empty() ? summary.model : request.model;
-    const anthropic::Projection projection =
-        anthropic::project_content(*content, summary.stop_reason, origin, builder);
+    const anthropic::Projection projection = anthropic::project_content(
+        *content, summary.stop_reason, origin, builder, anthropic::result_tool_of(request));
     return anthropic::finish_response(builder, projection, summary, std::string(name()));
 }
 
 std::unique_ptr<StreamDecoder> AnthropicProvider::stream_decoder(const ChatRequest& request) const {
-    return anthropic::make_stream_decoder(std::string(name()), request.model);
+    return anthropic::make_stream_decoder(std::string(name()), request.model,
+                                          anthropic::result_tool_of(request));
 }
 
 }  // namespace ullm

@@ -55,6 +55,11 @@ json text_block(std::string text);
 // removed and said in the description instead (the reply is checked against them locally).
 json output_schema(const json& schema);
 
+// The tool that carries the answer of a structured-output request to a Claude model without
+// native structured output (before Opus 4.1 and 4.5): the response format's name, or empty
+// when the request has no format or the model takes `output_config`.
+std::string result_tool_of(const ChatRequest& request);
+
 // A cache_control object given by the caller, or nullopt when none was given.
 std::optional<json> cache_control_value(const json& holder, std::string_view key,
                                         const std::string& where);
@@ -104,14 +109,19 @@ ToolCallPart tool_call_from_block(const json& block, std::size_t index, const Er
 // What a content block array amounts to beyond the parts it adds to the builder.
 struct Projection {
     bool needs_replay = false;
-    std::string answered_model;  // the `to` model of a fallback block
+    bool answered_by_result_tool = false;  // the result tool's input is the reply text
+    bool other_tool_calls = false;         // a tool the caller runs was called
+    std::string answered_model;            // the `to` model of a fallback block
     json replay_blocks = json::array();
 };
 
 // Adds the visible parts of `content` to `builder`, in order. Shared by the body decoder, the
-// stream decoder (on the blocks it assembled) and the replay check, so all three agree.
+// stream decoder (on the blocks it assembled) and the replay check, so all three agree. A call
+// of `result_tool` (see `result_tool_of`) is the reply: its input becomes the text, in place of
+// any text blocks, and it is replayed as text.
 Projection project_content(const json& content, std::string_view stop_reason,
-                           const ErrorOrigin& origin, detail::ResponseBuilder& builder);
+                           const ErrorOrigin& origin, detail::ResponseBuilder& builder,
+                           std::string_view result_tool = {});
 
 struct MessageSummary {
     std::string stop_reason;
@@ -125,7 +135,8 @@ struct MessageSummary {
 ChatResponse finish_response(detail::ResponseBuilder& builder, const Projection& projection,
                              const MessageSummary& summary, const std::string& provider);
 
-/// The decoder of a Messages stream (SSE).
-std::unique_ptr<StreamDecoder> make_stream_decoder(std::string provider, std::string model);
+/// The decoder of a Messages stream (SSE); a call of `result_tool` streams as text.
+std::unique_ptr<StreamDecoder> make_stream_decoder(std::string provider, std::string model,
+                                                   std::string result_tool = {});
 
 }  // namespace ullm::detail::anthropic

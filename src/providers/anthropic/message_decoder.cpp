@@ -91,9 +91,26 @@ ToolCallPart tool_call_from_block(const json& block, std::size_t index, const Er
 
 // Adds the visible parts of `content` to `builder`, in order. Shared by the body decoder, the
 // stream decoder (on the blocks it assembled) and the replay check, so all three agree.
+bool calls_result_tool(const json& block, std::string_view result_tool) {
+    return !result_tool.empty() && block.is_object() && string_field(block, "type") == "tool_use" &&
+           string_field(block, "name") == result_tool && !is_programmatic(block);
+}
+
+// The reply a result tool's input stands for: streamed text verbatim, an object as JSON.
+std::string result_text(const json& block) {
+    const auto input = block.find("input");
+    if (input == block.end() || input->is_null()) return "{}";
+    return input->is_string() ? input->get<std::string>() : input->dump();
+}
+
 Projection project_content(const json& content, std::string_view stop_reason,
-                           const ErrorOrigin& origin, detail::ResponseBuilder& builder) {
+                           const ErrorOrigin& origin, detail::ResponseBuilder& builder,
+                           std::string_view result_tool) {
     Projection projection;
+    // With a result tool call, the reply is its input: text beside it is not the answer.
+    const bool answered = std::any_of(content.begin(), content.end(), [&](const json& block) {
+        return calls_result_tool(block, result_tool);
+    });
     for (std::size_t i = 0; i < content.size(); ++i) {
         const json& block = content[i];
         if (!block.is_object()) {
@@ -113,9 +130,19 @@ Projection project_content(const json& content, std::string_view stop_reason,
             }
             continue;
         }
+        if (answered && calls_result_tool(block, result_tool)) {
+            if (projection.answered_by_result_tool) continue;  // the first call is the answer
+            projection.answered_by_result_tool = true;
+            (void)tool_call_from_block(block, i, origin);  // the same checks as any call
+            const std::string text = result_text(block);
+            builder.add_text(text);
+            // Replayed as what it stands for, so that no call is left without a result.
+            projection.replay_blocks.push_back(text_block(text));
+            continue;
+        }
         projection.replay_blocks.push_back(block);
         if (type == "text") {
-            builder.add_text(string_field(block, "text"));
+            if (!answered) builder.add_text(string_field(block, "text"));
         } else if (type == "thinking") {
             builder.add_reasoning(string_field(block, "thinking"));
             projection.needs_replay = true;
@@ -126,6 +153,7 @@ Projection project_content(const json& content, std::string_view stop_reason,
                 continue;
             }
             builder.add_tool_call(tool_call_from_block(block, i, origin));
+            projection.other_tool_calls = true;
         } else {
             // redacted_thinking, server tools and their results, MCP, compaction, unknown.
             projection.needs_replay = true;
@@ -136,7 +164,13 @@ Projection project_content(const json& content, std::string_view stop_reason,
 
 ChatResponse finish_response(detail::ResponseBuilder& builder, const Projection& projection,
                              const MessageSummary& summary, const std::string& provider) {
-    builder.set_finish(map_stop_reason(summary.stop_reason), summary.stop_reason);
+    FinishReason reason = map_stop_reason(summary.stop_reason);
+    // The result tool's call is the answer, not a call for the caller to run.
+    if (reason == FinishReason::tool_call && projection.answered_by_result_tool &&
+        !projection.other_tool_calls) {
+        reason = FinishReason::stop;
+    }
+    builder.set_finish(reason, summary.stop_reason);
     if (summary.stop_reason == "refusal") builder.add_refusal(refusal_text(summary.stop_details));
     builder.usage() = summary.usage.canonical();
     builder.set_model(projection.answered_model.empty() ? summary.model

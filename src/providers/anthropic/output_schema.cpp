@@ -48,4 +48,12 @@ json output_schema(const json& schema) {
     return translate(schema);
 }
 
+std::string result_tool_of(const ChatRequest& request) {
+    if (!request.response_format) return {};
+    const ClaudeModel claude = parse_claude_model(request.model);
+    // A model id this version does not know is taken to be a current one.
+    if (!claude.known || claude.modern()) return {};
+    return request.response_format->name;
+}
+
 }  // namespace ullm::detail::anthropic

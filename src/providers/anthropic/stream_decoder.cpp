@@ -16,8 +16,10 @@ namespace {
 
 class AnthropicStreamDecoder final : public StreamDecoder {
 public:
-    AnthropicStreamDecoder(std::string provider, std::string model)
-        : provider_(std::move(provider)), requested_model_(std::move(model)) {}
+    AnthropicStreamDecoder(std::string provider, std::string model, std::string result_tool)
+        : provider_(std::move(provider)),
+          requested_model_(std::move(model)),
+          result_tool_(std::move(result_tool)) {}
 
     void feed(std::string_view bytes, std::vector<StreamEvent>& out) override {
         if (finished_) return;  // anything after message_stop is not part of this message
@@ -42,6 +44,7 @@ private:
         bool stopped = false;
         bool client_tool = false;  // a tool_use the caller must run
         bool deferred = false;     // called from code execution: surfaced at message_stop
+        bool result = false;       // the result tool: its input streams as text
     };
 
     [[nodiscard]] ErrorOrigin origin(const std::string& request_id = {}) const {
@@ -192,8 +195,10 @@ private:
                               detail::delta_event(StreamEvent::Type::reasoning_delta, thinking));
             }
         } else if (type == "tool_use") {
-            open.client_tool = true;
             open.deferred = is_programmatic(open.block);
+            open.result = !open.deferred && !result_tool_.empty() &&
+                          string_field(open.block, "name") == result_tool_;
+            open.client_tool = !open.result;
             const std::string id = string_field(open.block, "id");
             const std::string name = string_field(open.block, "name");
             if (id.empty() || name.empty()) {
@@ -204,7 +209,7 @@ private:
                 invalid("tool_use block " + std::to_string(index) + " repeats the call id \"" + id +
                         "\"");
             }
-            if (!open.deferred) {
+            if (open.client_tool && !open.deferred) {
                 StreamEvent start;
                 start.type = StreamEvent::Type::tool_call_start;
                 start.tool_call_id = id;
@@ -263,7 +268,9 @@ private:
             expect(takes_input(open.block));
             const std::string fragment = string_field(*delta, "partial_json");
             open.partial_json += fragment;
-            if (open.client_tool && !open.deferred && !fragment.empty()) {
+            if (open.result && !fragment.empty() && !result_streamed_) {
+                visible_.push(out, detail::delta_event(StreamEvent::Type::text_delta, fragment));
+            } else if (open.client_tool && !open.deferred && !fragment.empty()) {
                 StreamEvent event =
                     detail::delta_event(StreamEvent::Type::tool_call_delta, fragment);
                 event.tool_call_id = string_field(open.block, "id");
@@ -326,7 +333,9 @@ private:
         if (open.stopped) return;
         open.stopped = true;
         const bool streamed = open.partial_json.find_first_not_of(" \t\r\n") != std::string::npos;
-        if (streamed) {
+        if (streamed && open.result) {
+            open.block["input"] = open.partial_json;  // the reply text, as it streamed
+        } else if (streamed) {
             json input = detail::parse_json_exact(open.partial_json);
             // Text that is not a JSON object is kept verbatim (see parse_tool_arguments).
             open.block["input"] = !input.is_discarded() && input.is_object()
@@ -334,6 +343,16 @@ private:
                                       : json(open.partial_json);
         }
         if (open.client_tool && !open.deferred) emit_tool_call(open, index, false, !streamed, out);
+        if (open.result && !result_streamed_) {
+            // Only the first call is the answer (as `project_content` takes it).
+            result_streamed_ = true;
+            if (!streamed) {
+                const std::string text = whole_arguments_text(open.block.value("input", json()));
+                if (!text.empty()) {
+                    visible_.push(out, detail::delta_event(StreamEvent::Type::text_delta, text));
+                }
+            }
+        }
     }
 
     void complete(std::vector<StreamEvent>& out) {
@@ -344,7 +363,8 @@ private:
         json content = json::array();
         for (const auto& [index, open] : blocks_) content.push_back(open.block);
         detail::ResponseBuilder builder;
-        const Projection projection = project_content(content, stop_reason_, origin(), builder);
+        const Projection projection =
+            project_content(content, stop_reason_, origin(), builder, result_tool_);
         if (stop_reason_ == "tool_use") {
             for (const auto& [index, open] : blocks_) {
                 if (open.deferred) emit_tool_call(open, index, true, true, out);
@@ -359,6 +379,8 @@ private:
 
     std::string provider_;
     std::string requested_model_;
+    std::string result_tool_;       // see `result_tool_of`; empty for none
+    bool result_streamed_ = false;  // the result tool's first call has stopped
     SseParser parser_;
     detail::VisibleEvents visible_;
     std::map<std::int64_t, OpenBlock> blocks_;
@@ -374,8 +396,10 @@ private:
 
 }  // namespace
 
-std::unique_ptr<StreamDecoder> make_stream_decoder(std::string provider, std::string model) {
-    return std::make_unique<AnthropicStreamDecoder>(std::move(provider), std::move(model));
+std::unique_ptr<StreamDecoder> make_stream_decoder(std::string provider, std::string model,
+                                                   std::string result_tool) {
+    return std::make_unique<AnthropicStreamDecoder>(std::move(provider), std::move(model),
+                                                    std::move(result_tool));
 }
 
 }  // namespace ullm::detail::anthropic
