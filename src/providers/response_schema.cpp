@@ -31,29 +31,6 @@ constexpr std::size_t openai_max_depth = 10;
 constexpr std::size_t openai_max_properties = 5000;
 constexpr std::size_t openai_max_enum_values = 1000;
 
-// A JSON pointer token: `~` and `/` escaped.
-std::string token(std::string_view name) {
-    std::string out;
-    for (const char c : name) {
-        if (c == '~') {
-            out += "~0";
-        } else if (c == '/') {
-            out += "~1";
-        } else {
-            out += c;
-        }
-    }
-    return out;
-}
-
-[[noreturn]] void refuse(std::string_view provider, const std::string& keyword,
-                         const std::string& path, const std::string& why) {
-    throw ProviderCapabilityError(ErrorCode::unsupported_schema_keyword,
-                                  std::string(provider) +
-                                      " structured output cannot take the schema: " + keyword +
-                                      " at " + (path.empty() ? "#" : "#" + path) + " " + why);
-}
-
 struct OpenAiStrict {
     std::string_view provider;
     std::size_t properties = 0;
@@ -61,28 +38,30 @@ struct OpenAiStrict {
     void node(const json& schema, const std::string& path, std::size_t depth) {
         if (!schema.is_object()) return;
         if (depth > openai_max_depth) {
-            refuse(provider, "nesting", path,
-                   "goes deeper than " + std::to_string(openai_max_depth) + " levels");
+            refuse_response_schema(
+                provider, "nesting", path,
+                "goes deeper than " + std::to_string(openai_max_depth) + " levels");
         }
         for (const auto& [key, value] : schema.items()) {
             bool known = false;
             for (const auto keyword : openai_strict_keywords) known = known || key == keyword;
             if (!known) {
-                refuse(provider, "`" + key + "`", path,
-                       "is not supported in strict mode (leave it out, or set "
-                       "StructuredOutputOptions::strict = false)");
+                refuse_response_schema(provider, "`" + key + "`", path,
+                                       "is not supported in strict mode (leave it out, or set "
+                                       "StructuredOutputOptions::strict = false)");
             }
         }
         if (const auto values = schema.find("enum"); values != schema.end() && values->is_array() &&
                                                      values->size() > openai_max_enum_values) {
-            refuse(provider, "`enum`", path,
-                   "has more than " + std::to_string(openai_max_enum_values) + " values");
+            refuse_response_schema(
+                provider, "`enum`", path,
+                "has more than " + std::to_string(openai_max_enum_values) + " values");
         }
         if (describes_object(schema)) {
             const auto extra = schema.find("additionalProperties");
             if (extra == schema.end() || *extra != false) {
-                refuse(provider, "`additionalProperties`", path,
-                       "must be false on every object in strict mode");
+                refuse_response_schema(provider, "`additionalProperties`", path,
+                                       "must be false on every object in strict mode");
             }
             const json properties_of = schema.value("properties", json::object());
             const json required = schema.value("required", json::array());
@@ -90,17 +69,19 @@ struct OpenAiStrict {
                 bool listed = false;
                 for (const auto& entry : required) listed = listed || entry == name;
                 if (!listed) {
-                    refuse(provider, "`required`", path,
-                           "must list every property in strict mode; \"" + name +
-                               "\" is missing (make it nullable instead: anyOf with null)");
+                    refuse_response_schema(
+                        provider, "`required`", path,
+                        "must list every property in strict mode; \"" + name +
+                            "\" is missing (make it nullable instead: anyOf with null)");
                 }
                 properties += 1;
                 if (properties > openai_max_properties) {
-                    refuse(provider, "`properties`", path,
-                           "the schema has more than " + std::to_string(openai_max_properties) +
-                               " properties in all");
+                    refuse_response_schema(provider, "`properties`", path,
+                                           "the schema has more than " +
+                                               std::to_string(openai_max_properties) +
+                                               " properties in all");
                 }
-                node(property, path + "/properties/" + token(name), depth + 1);
+                node(property, path + "/properties/" + schema_pointer_token(name), depth + 1);
             }
         }
         if (const auto items = schema.find("items"); items != schema.end()) {
@@ -115,7 +96,7 @@ struct OpenAiStrict {
         for (const char* defs : {"$defs", "definitions"}) {
             if (const auto found = schema.find(defs); found != schema.end() && found->is_object()) {
                 for (const auto& [name, definition] : found->items()) {
-                    node(definition, path + "/" + defs + "/" + token(name), 0);
+                    node(definition, path + "/" + defs + "/" + schema_pointer_token(name), 0);
                 }
             }
         }
@@ -127,15 +108,16 @@ void check_anthropic(const json& schema, const std::string& path, std::string_vi
     if (describes_object(schema)) {
         const auto extra = schema.find("additionalProperties");
         if (extra != schema.end() && *extra != false) {
-            refuse(provider, "`additionalProperties`", path,
-                   "must be false (or left out) on every object");
+            refuse_response_schema(provider, "`additionalProperties`", path,
+                                   "must be false (or left out) on every object");
         }
     }
     for (const auto& [key, value] : schema.items()) {
         if (key == "properties" || key == "$defs" || key == "definitions") {
             if (!value.is_object()) continue;
             for (const auto& [name, child] : value.items()) {
-                check_anthropic(child, path + "/" + key + "/" + token(name), provider);
+                check_anthropic(child, path + "/" + key + "/" + schema_pointer_token(name),
+                                provider);
             }
         } else if (key == "items") {
             check_anthropic(value, path + "/items", provider);
@@ -148,6 +130,36 @@ void check_anthropic(const json& schema, const std::string& path, std::string_vi
 }
 
 }  // namespace
+
+std::string schema_pointer_token(std::string_view name) {
+    std::string out;
+    for (const char c : name) {
+        if (c == '~') {
+            out += "~0";
+        } else if (c == '/') {
+            out += "~1";
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+void refuse_response_schema(std::string_view provider, const std::string& keyword,
+                            const std::string& path, const std::string& why) {
+    throw ProviderCapabilityError(ErrorCode::unsupported_schema_keyword,
+                                  std::string(provider) +
+                                      " structured output cannot take the schema: " + keyword +
+                                      " at " + (path.empty() ? "#" : "#" + path) + " " + why);
+}
+
+void say_in_description(json& schema, const json& moved) {
+    if (moved.empty()) return;
+    std::string text = schema.value("description", std::string());
+    if (!text.empty()) text += ' ';
+    text += "(" + moved.dump(-1, ' ', false, json::error_handler_t::replace) + ")";
+    schema["description"] = std::move(text);
+}
 
 bool describes_object(const json& schema) {
     const auto type = schema.find("type");
@@ -182,7 +194,7 @@ void check_response_schema(const ResponseFormat& format, ResponseSchemaRules rul
     if (rules == ResponseSchemaRules::any) return;
     if (rules == ResponseSchemaRules::openai_strict && !format.strict) return;
     if (!format.schema.is_object() || format.schema.value("type", json()) != "object") {
-        refuse(provider, "`type`", "", "must be \"object\" at the root");
+        refuse_response_schema(provider, "`type`", "", "must be \"object\" at the root");
     }
     if (rules == ResponseSchemaRules::openai_strict) {
         OpenAiStrict{provider}.node(format.schema, "", 1);

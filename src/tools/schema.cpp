@@ -263,3 +263,54 @@ json with_defs(json root, std::vector<Property> defs) {
 }
 
 }  // namespace ullm::schema
+
+namespace ullm {
+
+namespace {
+
+json inline_refs(const json& node, const json& root, std::set<std::string>& visiting) {
+    if (node.is_array()) {
+        json out = json::array();
+        for (const auto& item : node) out.push_back(inline_refs(item, root, visiting));
+        return out;
+    }
+    if (!node.is_object()) return node;
+    if (const auto ref = node.find("$ref"); ref != node.end() && ref->is_string()) {
+        const std::string target = ref->get<std::string>();
+        if (target.rfind("#/", 0) != 0) {
+            throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
+                                      "only local references can be inlined, not " + target);
+        }
+        if (visiting.count(target) != 0) {
+            throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
+                                      "the reference " + target + " refers to itself");
+        }
+        const json::json_pointer pointer(target.substr(1));
+        if (!root.contains(pointer)) {
+            throw ToolDefinitionError(ErrorCode::invalid_tool_schema,
+                                      "the reference " + target + " points to nothing");
+        }
+        visiting.insert(target);
+        json resolved = inline_refs(root.at(pointer), root, visiting);
+        visiting.erase(target);
+        for (const auto& [key, value] : node.items()) {
+            if (key != "$ref") resolved[key] = inline_refs(value, root, visiting);
+        }
+        return resolved;
+    }
+    json out = json::object();
+    for (const auto& [key, value] : node.items()) {
+        if (key == "$defs" || key == "definitions") continue;
+        out[key] = inline_refs(value, root, visiting);
+    }
+    return out;
+}
+
+}  // namespace
+
+json inline_schema_refs(const json& schema) {
+    std::set<std::string> visiting;
+    return inline_refs(schema, schema, visiting);
+}
+
+}  // namespace ullm

@@ -539,6 +539,24 @@ TEST_CASE("Gemini: responseJsonSchema, and its finish reasons as outcomes",
     server.enqueue(gemini_reply("", "SAFETY"));
     const auto refused = client.complete_object<Review>(ask("gemini/gemini-2.5-flash"));
     CHECK(refused.refused());
+
+    // Before 2.5, the OpenAPI subset in responseSchema; the reply is checked the same way.
+    server.enqueue(gemini_reply(good_review));
+    const std::size_t before = server.request_count();
+    const auto older = client.complete_object<Review>(ask("gemini/gemini-2.0-flash"));
+    REQUIRE(older.object);
+    CHECK(older.object->sentiment == Sentiment::positive);
+    const json sent = body_of(server, before).at("generationConfig");
+    CHECK_FALSE(sent.contains("responseJsonSchema"));
+    const json& properties = sent.at("responseSchema").at("properties");
+    CHECK(properties.at("sentiment").at("enum") ==
+          json::array({"positive", "neutral", "negative"}));
+    CHECK(properties.at("reviewer").at("nullable") == true);
+    // A map cannot be said there: refused before sending.
+    CHECK(error_code_of([&] {
+              (void)client.complete_object<structured_test::Scores>(ask("gemini/gemini-2.0-flash"));
+          }) == "unsupported_schema_keyword");
+    CHECK(server.request_count() == before + 1);
 }
 
 TEST_CASE("Responses: text.format, and a refusal part", "[structured][openai_responses]") {

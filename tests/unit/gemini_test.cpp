@@ -215,6 +215,97 @@ TEST_CASE("gemini: the body has Gemini's documented shape", "[gemini]") {
     }
 }
 
+TEST_CASE("gemini: before 2.5, the schema goes out as responseSchema in the OpenAPI subset",
+          "[gemini][structured]") {
+    const ullm::GeminiProvider provider;
+    auto request = request_for("gemini-2.0-flash");
+    request.messages = {ullm::Message::user("Describe the kettle")};
+    const json schema = {
+        {"type", "object"},
+        {"$defs", {{"colour", {{"type", "string"}, {"enum", {"red", "blue"}}}}}},
+        {"properties",
+         {{"name", {{"type", "string"}, {"maxLength", 40}, {"description", "The name"}}},
+          {"stars", {{"type", "integer"}, {"minimum", 1}, {"maximum", 5}}},
+          {"colour", {{"$ref", "#/$defs/colour"}}},
+          {"note", {{"anyOf", json::array({{{"type", "string"}}, {{"type", "null"}}})}}},
+          {"tags", {{"type", "array"}, {"items", {{"type", "string"}}}, {"maxItems", 3}}},
+          {"weight", {{"type", json::array({"number", "null"})}, {"format", "double"}}},
+          {"size", {{"type", "integer"}, {"enum", json::array({1, 2, 3})}}}}},
+        {"required", json::array({"name", "stars"})},
+        {"additionalProperties", false}};
+    request.response_format = ullm::ResponseFormat{"kettle", schema, true};
+    const json config = provider.encode_body(request, false).at("generationConfig");
+    CHECK(config.at("responseMimeType") == "application/json");
+    CHECK_FALSE(config.contains("responseJsonSchema"));
+    const json sent = config.at("responseSchema");
+    CHECK(sent.at("type") == "OBJECT");
+    CHECK_FALSE(sent.contains("additionalProperties"));
+    CHECK_FALSE(sent.contains("$defs"));
+    CHECK(sent.at("required") == json::array({"name", "stars"}));
+    CHECK(sent.at("propertyOrdering").size() == 7);
+    const json& properties = sent.at("properties");
+    CHECK(properties.at("name") ==
+          json{{"type", "STRING"}, {"description", R"(The name ({"maxLength":40}))"}});
+    CHECK(properties.at("stars") == json{{"type", "INTEGER"}, {"minimum", 1}, {"maximum", 5}});
+    CHECK(properties.at("colour") == json{{"type", "STRING"}, {"enum", {"red", "blue"}}});
+    CHECK(properties.at("note") == json{{"type", "STRING"}, {"nullable", true}});
+    CHECK(properties.at("tags") ==
+          json{{"type", "ARRAY"}, {"items", {{"type", "STRING"}}}, {"maxItems", 3}});
+    CHECK(properties.at("weight") ==
+          json{{"type", "NUMBER"}, {"nullable", true}, {"format", "double"}});
+    // Integer enums are not in the subset: said in words, still checked against the reply.
+    CHECK(properties.at("size") ==
+          json{{"type", "INTEGER"}, {"description", R"(({"enum":[1,2,3]}))"}});
+
+    // 1.5 likewise; 2.5 and ids it does not know take JSON Schema.
+    request.model = "gemini-1.5-pro";
+    CHECK(provider.encode_body(request, false).at("generationConfig").contains("responseSchema"));
+    for (const char* model : {"gemini-2.5-flash", "models/gemini-3-pro-preview", "my-tuned"}) {
+        request.model = model;
+        CHECK(provider.encode_body(request, false)
+                  .at("generationConfig")
+                  .contains("responseJsonSchema"));
+    }
+}
+
+TEST_CASE("gemini: what responseSchema cannot say is refused before sending, by keyword",
+          "[gemini][structured]") {
+    const ullm::GeminiProvider provider;
+    const auto code = [&](const json& schema) {
+        auto request = request_for("gemini-2.0-flash");
+        request.messages = {ullm::Message::user("Hi")};
+        request.response_format = ullm::ResponseFormat{"answer", schema, false};
+        return error_code_of([&] { (void)provider.encode_body(request, false); });
+    };
+    const json map = {
+        {"type", "object"},
+        {"properties",
+         {{"scores", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}}}}}};
+    CHECK(code(map) == "unsupported_schema_keyword");
+    CHECK(code({{"type", "object"}, {"properties", {{"any", json::object()}}}}) ==
+          "unsupported_schema_keyword");
+    CHECK(code({{"type", "object"}}) == "unsupported_schema_keyword");  // no properties
+    CHECK(code({{"type", json::array({"string", "integer"})}}) == "unsupported_schema_keyword");
+    CHECK(code({{"type", "object"}, {"properties", {{"a", {{"not", {{"type", "string"}}}}}}}}) ==
+          "unsupported_schema_keyword");
+    const json recursive = {
+        {"$defs",
+         {{"node", {{"type", "object"}, {"properties", {{"next", {{"$ref", "#/$defs/node"}}}}}}}}},
+        {"$ref", "#/$defs/node"}};
+    CHECK(code(recursive) == "unsupported_schema_keyword");
+    // The message names the keyword and where it is.
+    auto request = request_for("gemini-2.0-flash");
+    request.messages = {ullm::Message::user("Hi")};
+    request.response_format = ullm::ResponseFormat{"answer", map, false};
+    try {
+        (void)provider.encode_body(request, false);
+        FAIL("a map must be refused");
+    } catch (const ullm::ProviderCapabilityError& error) {
+        CHECK(error.message().find("`additionalProperties` at #/properties/scores") !=
+              std::string::npos);
+    }
+}
+
 TEST_CASE("gemini: images and documents become inlineData or fileData", "[gemini]") {
     const ullm::GeminiProvider provider;
     auto request = request_for();

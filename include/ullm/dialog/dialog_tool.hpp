@@ -4,6 +4,7 @@
 /// handler and pattern tools, the six built-ins over the cell space, and `presentResult`.
 
 #include <ullm/dialog/cell_space.hpp>
+#include <ullm/tools/schema.hpp>
 #include <ullm/tools/tool.hpp>
 #include <ullm/tools/tool_registry.hpp>
 
@@ -164,10 +165,5 @@ private:
 /// A JSON Schema describing `value`'s shape: types, object properties (all required) and the
 /// item schema of the first array element. Thread-safe.
 [[nodiscard]] json schema_of_value(const json& value);
-
-/// `schema` with every local `$ref` (`#/$defs/…`, `#/definitions/…`) replaced by what it points
-/// to and the definitions dropped. Throws `ToolDefinitionError` `invalid_tool_schema` for a
-/// dangling or cyclic reference.
-[[nodiscard]] json inline_schema_refs(const json& schema);
 
 }  // namespace ullm

@@ -145,3 +145,12 @@ struct Property {
 [[nodiscard]] json with_defs(json root, std::vector<Property> defs);
 
 }  // namespace ullm::schema
+
+namespace ullm {
+
+/// `schema` with every local `$ref` (`#/$defs/…`, `#/definitions/…`) replaced by what it points
+/// to and the definitions dropped. Throws `ToolDefinitionError` `invalid_tool_schema` for a
+/// dangling or cyclic reference.
+[[nodiscard]] json inline_schema_refs(const json& schema);
+
+}  // namespace ullm

@@ -33,12 +33,7 @@ json translate(const json& schema) {
     }
     const bool object = describes_object(out);
     if (object && !out.contains("additionalProperties")) out["additionalProperties"] = false;
-    if (!moved.empty()) {
-        std::string text = out.value("description", std::string());
-        if (!text.empty()) text += ' ';
-        text += "(" + moved.dump(-1, ' ', false, json::error_handler_t::replace) + ")";
-        out["description"] = std::move(text);
-    }
+    say_in_description(out, moved);
     return out;
 }
 

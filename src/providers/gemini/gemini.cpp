@@ -203,8 +203,13 @@ json GeminiProvider::encode_body(const ChatRequest& request, bool /*stream*/) co
     if (!request.stop.empty()) generation["stopSequences"] = request.stop;
     if (request.response_format) {
         generation["responseMimeType"] = "application/json";
-        generation["responseJsonSchema"] =
-            gemini::translate_schema(request.response_format->schema);
+        if (gemini::takes_json_schema(request.model)) {
+            generation["responseJsonSchema"] =
+                gemini::translate_schema(request.response_format->schema);
+        } else {
+            generation["responseSchema"] =
+                gemini::openapi_schema(request.response_format->schema, name());
+        }
     }
     if (!generation.empty()) body["generationConfig"] = std::move(generation);
 

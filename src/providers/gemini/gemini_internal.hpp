@@ -57,6 +57,17 @@ std::string request_id_header(const HttpResponseHead& head);
 // `schema` in the form Gemini's `parametersJsonSchema` / `responseJsonSchema` accept.
 json translate_schema(const json& schema);
 
+// Whether `model` takes `responseJsonSchema` (2.5 and later, and ids this version does not
+// know); the older ones take `responseSchema` (openapi_schema.cpp).
+bool takes_json_schema(std::string_view model);
+
+// `schema` in the OpenAPI 3.0 subset of `responseSchema` (openapi_schema.cpp): references
+// inlined, types upper-case, a "null" type or branch as `nullable`, a `propertyOrdering` per
+// object, and the bounds the subset lacks said in the description. What it cannot say (a map,
+// a schema without a type, a recursive reference, …) is refused with
+// `unsupported_schema_keyword`, naming `provider`.
+json openapi_schema(const json& schema, std::string_view provider);
+
 // Whether a tool's parameters declare no argument at all (then the declaration goes without a
 // schema, the form Gemini documents for argument-less functions).
 bool declares_no_arguments(const json& schema);
