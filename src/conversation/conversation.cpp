@@ -177,11 +177,7 @@ void Conversation::append(std::vector<Message> messages) {
             throw InvalidMessageError(at + "/role",
                                       "the conversation adds its system prompt itself");
         }
-        try {
-            messages[index] = parse_message(message_to_json(messages[index], true));
-        } catch (const InvalidMessageError& error) {
-            throw InvalidMessageError(at + error.path(), error.constraint());
-        }
+        validate_message(messages[index], at);
     }
     state_->queue->run_exclusive([&] {
         std::vector<Message> history;

@@ -71,7 +71,7 @@ public:
         }
         // The same checks a stored message passes, so a turn never commits what a restore
         // would refuse.
-        user_ = parse_message(message_to_json(user_));
+        validate_message(user_);
     }
 
     TurnRunner(const TurnRunner&) = delete;
@@ -515,7 +515,8 @@ private:
                                           "an interrupted turn's message must be a "
                                           "user or assistant message");
             }
-            kept.push_back(parse_message(message_to_json(*extra)));
+            validate_message(*extra);
+            kept.push_back(std::move(*extra));
         }
         store_turn(kept);
     }

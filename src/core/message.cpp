@@ -321,6 +321,96 @@ Message parse_message(const json& value, const std::string& path) {
     return message;
 }
 
+namespace {
+
+// A JSON value of a message checked in place as `Fields::value` checks a parsed one.
+void check_value(const json& value, const std::string& path) {
+    const auto violation = detail::check_json_safe(value, path);
+    if (!violation.constraint.empty()) {
+        throw InvalidMessageError(violation.path, violation.constraint);
+    }
+}
+
+void check_non_empty(const std::string& text, const std::string& path) {
+    if (text.empty()) throw InvalidMessageError(path, "must not be empty");
+}
+
+struct PartCheck {
+    const std::string& path;
+
+    void source(const std::string& url, const std::string& data, const std::string& media_type,
+                const char* kind) const {
+        if (url.empty() == data.empty()) {
+            throw InvalidMessageError(pointer_append(path, "url"),
+                                      std::string(kind) + " needs exactly one of url or data");
+        }
+        if (!data.empty() && media_type.empty()) {
+            throw InvalidMessageError(pointer_append(path, "media_type"),
+                                      "is required with inline data");
+        }
+    }
+    void operator()(const TextPart&) const {}
+    void operator()(const ReasoningPart&) const {}
+    void operator()(const ImagePart& part) const {
+        source(part.url, part.data, part.media_type, "an image");
+    }
+    void operator()(const DocumentPart& part) const {
+        source(part.url, part.data, part.media_type, "a document");
+    }
+    void operator()(const ToolCallPart& part) const {
+        check_non_empty(part.id, pointer_append(path, "id"));
+        check_non_empty(part.name, pointer_append(path, "name"));
+        const std::string at = pointer_append(path, "arguments");
+        check_value(part.arguments, at);
+        if (!part.arguments.is_object() && !part.arguments.is_string()) {
+            throw InvalidMessageError(at,
+                                      "must be a JSON object (or the raw text of arguments that "
+                                      "did not parse)");
+        }
+    }
+    void operator()(const ToolResultPart& part) const {
+        check_non_empty(part.tool_call_id, pointer_append(path, "tool_call_id"));
+        check_value(part.result, pointer_append(path, "result"));
+    }
+};
+
+}  // namespace
+
+void validate_message(Message& message, const std::string& path) {
+    const std::string parts_path = pointer_append(path, "parts");
+    for (std::size_t index = 0; index < message.parts.size(); ++index) {
+        const std::string part_path = pointer_append(parts_path, index);
+        const Part& part = message.parts[index];
+        if (!role_allows(message.role, part)) {
+            throw InvalidMessageError(
+                part_path + "/type",
+                "a " + std::string(to_string(message.role)) + " message may not hold a " +
+                    part_to_json(part).at("type").get<std::string>() + " part");
+        }
+        std::visit(PartCheck{part_path}, part);
+    }
+    if (message.role == Role::tool && message.parts.empty()) {
+        throw InvalidMessageError(parts_path, "a tool message needs at least one tool_result");
+    }
+    // As a round trip through `message_to_json` would: an empty value is no metadata.
+    if (message.metadata.is_null() || message.metadata.empty()) {
+        message.metadata = json::object();
+    } else {
+        const std::string at = pointer_append(path, "metadata");
+        check_value(message.metadata, at);
+        if (!message.metadata.is_object()) throw InvalidMessageError(at, "must be a JSON object");
+    }
+    if (message.replay) {
+        const std::string at = pointer_append(path, "replay");
+        check_non_empty(message.replay->provider, pointer_append(at, "provider"));
+        check_non_empty(message.replay->model, pointer_append(at, "model"));
+        check_value(message.replay->data, pointer_append(at, "data"));
+        if (message.role != Role::assistant) {
+            throw InvalidMessageError(at, "only an assistant message carries replay state");
+        }
+    }
+}
+
 std::vector<Message> parse_messages(const json& value, const std::string& path) {
     if (!value.is_array()) throw InvalidMessageError(path, "messages must be an array");
     std::vector<Message> out;

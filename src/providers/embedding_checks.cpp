@@ -15,13 +15,20 @@ std::string decode_json_floats(const json& values, std::vector<float>& out) {
         const json& value = values[i];
         const double number =
             value.is_number() ? value.get<double>() : std::numeric_limits<double>::quiet_NaN();
-        // A double past float's range would become an infinity.
+        // Past float32's largest value by half a step (2^103) or more, a double would round
+        // to an infinity; below that it rounds to the largest value, which the short form
+        // float32 printers write (3.4028235e+38) lands just above as a double.
+        constexpr double largest = std::numeric_limits<float>::max();
+        constexpr double rounds_down_below = largest + 0x1p103;
         if (!value.is_number() || !std::isfinite(number) ||
-            std::fabs(number) > static_cast<double>(std::numeric_limits<float>::max())) {
+            std::fabs(number) >= rounds_down_below) {
             out.resize(first);
             return "element " + std::to_string(i) + " is not a finite float32 number";
         }
-        out.push_back(static_cast<float>(number));
+        // (Casting a double beyond float's range is undefined, so the edge is set explicitly.)
+        const float edge = std::numeric_limits<float>::max();
+        out.push_back(std::fabs(number) <= largest ? static_cast<float>(number)
+                                                   : (number < 0 ? -edge : edge));
     }
     return {};
 }

@@ -28,7 +28,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 fixtures=${ULLM_FIXTURES_DIR:-$repo/../shared/fixtures}
 all_targets="sse_parser ndjson_splitter json_array_splitter
-openai_chat_decode openai_responses_decode anthropic_decode gemini_decode
+openai_chat_decode openai_responses_decode anthropic_decode gemini_decode embedding_decode
 openai_chat_stream openai_responses_stream anthropic_stream gemini_stream
 snapshot validator partial_json cli_decode"
 
@@ -205,6 +205,7 @@ seed() {
         gemini_decode)
             add "$dir" "0 1 3" 0 raw $(fixture_files gemini '*.json')
             ;;
+        # embedding_decode: the fixtures hold no embeddings traffic; its seeds are all hand-written.
         openai_chat_stream)
             add "$dir" "0 4 8 12" cycle frame_chat $(fixture_files openai-chat '*.chunks.txt') \
                 $(fixture_files openai-compatible '*.chunks.txt')
@@ -251,6 +252,7 @@ dictionary() {
         ndjson_splitter | json_array_splitter | snapshot | partial_json) echo json ;;
         validator) echo schema ;;
         openai_chat_* | openai_responses_* | anthropic_* | gemini_*) echo "${1%_*}" ;;
+        embedding_decode) echo embeddings ;;
         cli_decode) echo providers ;;
     esac
 }

@@ -437,3 +437,23 @@ TEST_CASE("every cut and every one-byte change of an answer decodes whole or fai
     }
     CHECK(decoded > 0);
 }
+
+TEST_CASE("JSON numbers at float32's edge: the short form of the largest value is taken",
+          "[embeddings]") {
+    const float largest = std::numeric_limits<float>::max();
+    const ullm::OpenAiChatProvider ollama(
+        {.provider_name = "ollama", .embeddings_api = ullm::OpenAiEmbeddingsApi::ollama});
+    const auto decode = [&](const std::string& values) {
+        return ollama.embeddings()->decode(
+            answer(R"({"model":"all-minilm","embeddings":[)" + values + R"(]})"),
+            texts({"a"}, "all-minilm"));
+    };
+    // 3.4028235e+38 is what float32 printers (Go's, so Ollama's) write for the largest value;
+    // as a double it lies just above it, and rounds to it.
+    CHECK(decode("[3.4028235e+38, -3.4028235e+38, 0.5]").vectors ==
+          std::vector<std::vector<float>>{{largest, -largest, 0.5f}});
+    // From half a step past it a float32 would be infinite: refused.
+    for (const char* values : {"[0.25, 3.4028236e+38]", "[-1e39]", "[1e300]"}) {
+        CHECK(error_code_of([&] { (void)decode(values); }) == "invalid_provider_response");
+    }
+}

@@ -160,3 +160,104 @@ TEST_CASE("messages convert through nlohmann's ADL hooks", "[message]") {
     CHECK(encoded.get<ullm::Message>() == full_assistant_message());
     CHECK_THROWS_AS(json(3).get<ullm::Message>(), ullm::InvalidMessageError);
 }
+
+namespace {
+
+// What checking `message` in place says, and what a round trip through its JSON form says: the
+// same error at the same path, or the same message.
+struct Verdicts {
+    std::string in_place;
+    std::string round_trip;
+    ullm::Message checked;
+    ullm::Message parsed;
+};
+
+Verdicts verdicts_of(ullm::Message message) {
+    Verdicts out;
+    out.checked = message;
+    try {
+        ullm::validate_message(out.checked, "/7");
+        out.in_place = "ok";
+    } catch (const ullm::InvalidMessageError& error) {
+        out.in_place = error.path() + ": " + error.constraint();
+    }
+    try {
+        out.parsed = ullm::parse_message(ullm::message_to_json(message, true), "/7");
+        out.round_trip = "ok";
+    } catch (const ullm::InvalidMessageError& error) {
+        out.round_trip = error.path() + ": " + error.constraint();
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("validate_message agrees with a round trip through JSON", "[message]") {
+    using ullm::Message;
+    using ullm::Role;
+    std::vector<Message> cases;
+    cases.push_back(full_assistant_message());
+    cases.push_back(Message::user("hello"));
+    cases.push_back(
+        Message::tool_results({{"call_1", "lookup_weather", json{{"ok", true}}, false}}));
+    Message user_with_image = Message::user("look");
+    user_with_image.parts.emplace_back(ullm::ImagePart{"", "iVBORw0KGgo=", "image/png"});
+    cases.push_back(user_with_image);
+    // Broken ones, each in a different way.
+    Message image_both = Message::user("x");
+    image_both.parts.emplace_back(ullm::ImagePart{"https://e.com/a.png", "AAAA", "image/png"});
+    cases.push_back(image_both);
+    Message document_no_type = Message::user("x");
+    document_no_type.parts.emplace_back(ullm::DocumentPart{"", "AAAA", "", "a.pdf"});
+    cases.push_back(document_no_type);
+    Message user_call = Message::user("x");
+    user_call.parts.emplace_back(ullm::ToolCallPart{"c", "n", json::object()});
+    cases.push_back(user_call);
+    Message nameless_call = full_assistant_message();
+    std::get<ullm::ToolCallPart>(nameless_call.parts[2]).name.clear();
+    cases.push_back(nameless_call);
+    Message array_arguments = full_assistant_message();
+    std::get<ullm::ToolCallPart>(array_arguments.parts[2]).arguments = json::array({1});
+    cases.push_back(array_arguments);
+    Message infinite_result = Message::tool_results(
+        {{"call_1", "f", json{{"x", std::numeric_limits<double>::infinity()}}, false}});
+    cases.push_back(infinite_result);
+    Message idless_result = Message::tool_results({{"", "f", json(1), false}});
+    cases.push_back(idless_result);
+    Message empty_tool;
+    empty_tool.role = Role::tool;
+    cases.push_back(empty_tool);
+    Message number_metadata = Message::user("x");
+    number_metadata.metadata = 5;
+    cases.push_back(number_metadata);
+    Message empty_array_metadata = Message::user("x");
+    empty_array_metadata.metadata = json::array();
+    cases.push_back(empty_array_metadata);
+    Message null_metadata = Message::user("x");
+    null_metadata.metadata = nullptr;
+    cases.push_back(null_metadata);
+    Message user_replay = Message::user("x");
+    user_replay.replay = ullm::ReplayState{"openai", "gpt-4o", json::object()};
+    cases.push_back(user_replay);
+    Message modelless_replay = full_assistant_message();
+    modelless_replay.replay->model.clear();
+    cases.push_back(modelless_replay);
+    json deep = json::array();
+    for (int i = 0; i < 300; ++i) deep = json::array({deep});
+    Message deep_metadata = Message::user("x");
+    deep_metadata.metadata = {{"deep", deep}};
+    cases.push_back(deep_metadata);
+
+    int refused = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+        INFO("case " << i << ": " << ullm::message_to_json(cases[i], true).dump().substr(0, 200));
+        const Verdicts verdict = verdicts_of(cases[i]);
+        CHECK(verdict.in_place == verdict.round_trip);
+        if (verdict.in_place == "ok") {
+            CHECK(verdict.checked == verdict.parsed);
+        } else {
+            ++refused;
+        }
+    }
+    CHECK(refused == 12);  // all but the first four and the two empty metadata
+}

@@ -123,6 +123,13 @@ struct Message {
 /// missing fields. Never accepts a partially valid message.
 [[nodiscard]] Message parse_message(const json& value, const std::string& path = "");
 
+/// Checks `message` in place by the rules `parse_message` applies to its JSON form (replay
+/// state included), without building that form: parts its role may not hold, missing ids,
+/// arguments that are neither an object nor text, non-finite numbers or over-deep values,
+/// metadata that is not an object. Empty metadata becomes an empty object, as a round trip would
+/// leave it. Throws `InvalidMessageError` naming the JSON pointer under `path`.
+void validate_message(Message& message, const std::string& path = "");
+
 /// Parses a canonical part under `path`; see `parse_message`.
 [[nodiscard]] Part parse_part(const json& value, const std::string& path = "");
 
