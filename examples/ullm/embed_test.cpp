@@ -4,36 +4,19 @@
 
 #include <ullm/core/json.hpp>
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <string>
 
+#include "cli_check.hpp"
 #include "support/test_server.hpp"
 
 namespace {
 
 using ullm::json;
 
-int failures = 0;
-
-void check(bool ok, const std::string& what) {
-    std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-    if (!ok) ++failures;
-}
-
-// Runs `command`, returning its stdout and setting `status` to its exit status.
-std::string run(const std::string& command, int& status) {
-    std::string out;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (pipe == nullptr) return out;
-    char buffer[4096];
-    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
-        out.append(buffer, n);
-    const int raw = ::pclose(pipe);
-    status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    return out;
-}
+using ullm_cli_test::check;
+using ullm_cli_test::failures;
+using ullm_cli_test::run;
 
 }  // namespace
 

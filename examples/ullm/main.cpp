@@ -6,6 +6,7 @@
 //   ullm sessions [--store PATH]     the stored sessions
 //   ullm show ID [--store PATH]      a session's transcript as Markdown
 //   ullm decode --provider NAME [--status N] FILE
+//   ullm doctor [--store PATH] [--base-url URL]... [--no-network] [--timeout MS]
 //   ullm version
 //
 // Exit status: 0 on success, 1 when a session, store or provider fails, 2 when there is no
@@ -13,6 +14,7 @@
 
 #include "chat.hpp"
 #include "decode.hpp"
+#include "doctor.hpp"
 #include "output.hpp"
 #include "sessions.hpp"
 
@@ -36,6 +38,8 @@ const char* const usage_text =
     "       ullm sessions [--store PATH]      list the stored sessions\n"
     "       ullm show ID [--store PATH]       print a session as Markdown\n"
     "       ullm decode --provider NAME [--status N] FILE\n"
+    "       ullm doctor [--store PATH] [--base-url URL]... [--no-network] [--timeout MS]\n"
+    "                                         check keys, CA store, proxies, store and servers\n"
     "       ullm version\n"
     "\n"
     "chat and send options:\n"
@@ -146,6 +150,7 @@ int main(int argc, char** argv) {
     if (command == "send") return ullm_cli::send({args.begin() + 1, args.end()});
     if (command == "embed") return ullm_cli::embed({args.begin() + 1, args.end()});
     if (command == "decode") return decode_command(args);
+    if (command == "doctor") return ullm_cli::doctor({args.begin() + 1, args.end()});
     if (command == "sessions" || command == "show") {
         const auto parsed = store_args(args, command.c_str());
         if (!parsed.ok) return exit_usage;

@@ -19,6 +19,10 @@ struct BuildInfo {
     std::string nlohmann_json;    ///< e.g. "3.11.2".
     std::string sqlite;           ///< The SQLite headers compiled against, e.g. "3.40.1".
     std::string sqlite_runtime;   ///< The SQLite loaded at run time.
+    /// The CA bundle file the loaded libcurl uses when none is set (empty when it has none).
+    std::string libcurl_ca_bundle;
+    /// The CA certificate folder the loaded libcurl uses when none is set (empty when none).
+    std::string libcurl_ca_path;
 };
 
 /// What `BuildInfo` says of this build. Thread-safe; never throws but `std::bad_alloc`.

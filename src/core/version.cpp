@@ -22,6 +22,10 @@ BuildInfo build_info() {
         info.libcurl_runtime = curl->version != nullptr ? curl->version : "";
         if (curl->ssl_version != nullptr)
             info.libcurl_runtime += std::string(" (") + curl->ssl_version + ")";
+        if (curl->age >= CURLVERSION_NINTH) {
+            if (curl->cainfo != nullptr) info.libcurl_ca_bundle = curl->cainfo;
+            if (curl->capath != nullptr) info.libcurl_ca_path = curl->capath;
+        }
     }
     info.nlohmann_json = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +
                          std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
