@@ -212,6 +212,28 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
     return {ullm::Client::from_env({.session_store = std::move(store)}), model};
 }
 
+// With `--session` and no `--model` (nor `--base-url`), the model the session last talked to,
+// when it fits the mode (an offline session resumes offline only). Returns whether it did.
+bool restore_session_model(Settings& settings, ullm::SessionStore& store) {
+    if (settings.session.empty() || !settings.model.empty() || !settings.base_url.empty()) {
+        return false;
+    }
+    const std::string stored = session_model(store, settings.session);
+    if (stored.empty()) return false;
+    const bool offline = stored.rfind("offline/", 0) == 0;
+    if (offline != settings.offline) return false;
+    settings.model = offline ? stored.substr(std::string("offline/").size()) : stored;
+    return true;
+}
+
+// The user message of a turn sent through `conversation`, recording its model.
+ullm::Message user_turn(std::string text, const ullm::Conversation& conversation) {
+    ullm::Message message = ullm::Message::user(std::move(text));
+    message.metadata = turn_metadata(std::string(conversation.route().provider->name()) + "/" +
+                                     conversation.route().model);
+    return message;
+}
+
 // "chat-YYYYMMDD-HHMMSS-xxxx": sorts by start time; the random end keeps two chats started in
 // the same second apart.
 std::string new_session_id() {
@@ -275,10 +297,11 @@ const char* const chat_help =
 
 class ChatSession {
 public:
-    ChatSession(Settings settings, ullm::Client client, std::string model)
+    ChatSession(Settings settings, ullm::Client client, std::string model, bool restored_model)
         : settings_(std::move(settings)),
           client_(std::move(client)),
           model_(std::move(model)),
+          restored_model_(restored_model),
           session_id_(settings_.session.empty() ? new_session_id() : settings_.session),
           conversation_(client_, conversation_options(settings_, model_, session_id_)),
           interactive_(isatty(STDIN_FILENO) != 0),
@@ -290,7 +313,9 @@ public:
             "ullm chat · {} · session {} ({}) · /help for commands\n",
             std::string(conversation_.route().provider->name()) + "/" + conversation_.route().model,
             session_id_,
-            stored == 0 ? std::string("new") : fmt::format("resumed, {} messages", stored));
+            stored == 0 ? std::string("new")
+                        : fmt::format("resumed, {} messages{}", stored,
+                                      restored_model_ ? "; model kept from the session" : ""));
         Interrupts::on_interrupt([this] { interrupt(); });
         std::string line;
         for (;;) {
@@ -329,7 +354,7 @@ private:
     }
 
     void turn(const std::string& text) {
-        auto stream = conversation_.send_stream(text);
+        auto stream = conversation_.send_stream(user_turn(text, conversation_));
         {
             std::lock_guard lock(mutex_);
             stream_ = &stream;
@@ -458,6 +483,7 @@ private:
     Settings settings_;
     ullm::Client client_;
     std::string model_;
+    bool restored_model_;  ///< The model came from the stored session.
     std::string session_id_;
     ullm::Conversation conversation_;
     bool interactive_;
@@ -535,8 +561,9 @@ int chat(const std::vector<std::string>& args) {
     return guarded("chat", [&] {
         Settings settings = parse(args, false);
         auto store = open_store(settings.store);
+        const bool restored = restore_session_model(settings, *store);
         auto [client, model] = make_client(settings, store);
-        ChatSession session(std::move(settings), std::move(client), std::move(model));
+        ChatSession session(std::move(settings), std::move(client), std::move(model), restored);
         return session.run();
     });
 }
@@ -557,16 +584,19 @@ int send(const std::vector<std::string>& args) {
         }
         if (prompt.empty()) throw UsageError("no prompt (give it as arguments or on stdin)");
         if (settings.schema_file) return send_object(settings, prompt);
-        std::shared_ptr<ullm::SessionStore> store;
-        if (!settings.session.empty()) store = open_store(settings.store);
+        std::shared_ptr<ullm::SqliteSessionStore> store;
+        if (!settings.session.empty()) {
+            store = open_store(settings.store);
+            (void)restore_session_model(settings, *store);
+        }
         auto [client, model] = make_client(settings, store);
         ullm::ConversationOptions options = conversation_options(settings, model, settings.session);
         auto conversation = client.conversation(std::move(options));
         if (settings.json) {
-            print_line(response_json(conversation.send(prompt)));
+            print_line(response_json(conversation.send(user_turn(prompt, conversation))));
             return 0;
         }
-        auto stream = conversation.send_stream(prompt);
+        auto stream = conversation.send_stream(user_turn(prompt, conversation));
         for (const auto& event : stream) {
             if (const auto* delta = event.text_delta()) {
                 std::fwrite(delta->data(), 1, delta->size(), stdout);

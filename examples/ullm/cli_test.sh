@@ -34,9 +34,19 @@ expect "show prints the answer" 0 '^12 \* \(3 \+ 4\) = 84\.$' \
     "$ullm" show piped --store "$store"
 expect "sessions lists it with its messages" 0 '^piped +[0-9T:-]+ +8 +\$0\.000000$' \
     "$ullm" sessions --store "$store"
+expect "show prints the session's provider and model" 0 '\| Provider \| offline \|.*' \
+    "$ullm" show piped --store "$store"
+expect "show prints the model" 0 '^\| Model \| scripted \|$' "$ullm" show piped --store "$store"
+expect "a session resumes with the model its last turn used" 0 \
+    'ullm chat · offline/other · session switched \(resumed, 2 messages; model kept' \
+    sh -c "printf '/model other\nhi\n' | '$ullm' chat --offline --store '$store' --session switched >/dev/null &&
+           printf '/exit\n' | '$ullm' chat --offline --store '$store' --session switched"
+expect "--model wins over the session's" 0 'offline/scripted · session switched \(resumed, 2 messages\)' \
+    sh -c "printf '/exit\n' | '$ullm' chat --offline --model scripted --store '$store' --session switched"
 expect "show prints the tool call" 0 '\*\*Tool call\*\* `current_time`' \
     "$ullm" show piped --store "$store"
-expect "a resumed session counts its messages" 0 'session piped \(resumed, 8 messages\)' \
+expect "a resumed session counts its messages and keeps its model" 0 \
+    'session piped \(resumed, 8 messages; model kept from the session\)' \
     sh -c "printf '/exit\n' | '$ullm' chat --offline --store '$store' --session piped"
 expect "send prints the reply" 0 '^2\+3 = 5\.$' "$ullm" send --offline 'What is 2+3?'
 expect "send reads stdin and prints JSON" 0 '"text":"2\^10 = 1024\.".*"provider":"offline"' \

@@ -174,8 +174,10 @@ int main(int argc, char** argv) {
     }
     {
         Session again(program, args);
-        check(again.wait_for("session pty-session (resumed, 4 messages)"),
-              "--session resumes: the cancelled turn left nothing, the sum turn 4 messages");
+        check(again.wait_for(
+                  "session pty-session (resumed, 4 messages; model kept from the session)"),
+              "--session resumes with its model: the cancelled turn left nothing, the sum turn "
+              "4 messages");
         again.wait_for("you> ");
         again.type("/history\n");
         check(again.wait_for("What is 2+3?") && again.wait_for("2+3 = 5."),

@@ -37,6 +37,35 @@ std::shared_ptr<ullm::SqliteSessionStore> open_store(const std::string& path) {
     }
 }
 
+namespace {
+
+std::string model_of(const std::vector<ullm::Message>& messages) {
+    for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
+        if (it->role != ullm::Role::user) continue;
+        const auto cli = it->metadata.find("cli");
+        if (cli == it->metadata.end() || !cli->is_object()) continue;
+        const auto model = cli->find("model");
+        if (model != cli->end() && model->is_string()) return model->get<std::string>();
+    }
+    return {};
+}
+
+}  // namespace
+
+std::string session_model(ullm::SessionStore& store, const std::string& session_id) {
+    try {
+        const auto stored = store.get("", session_id);
+        if (!stored) return {};
+        return model_of(ullm::parse_snapshot_text(stored->snapshot).messages);
+    } catch (const ullm::Error&) {
+        return {};  // The restore itself reports what is wrong.
+    }
+}
+
+ullm::json turn_metadata(const std::string& model) {
+    return {{"cli", {{"model", model}}}};
+}
+
 int list_sessions(const std::string& store_path) {
     try {
         const auto store = open_store(store_path);
@@ -84,10 +113,16 @@ int show_session(const std::string& store_path, const std::string& session_id) {
             return 1;
         }
         const auto snapshot = ullm::parse_snapshot_text(stored->snapshot);
-        fmt::print("{}",
-                   ullm::render_markdown(snapshot.messages, {.session_id = snapshot.session_id,
-                                                             .tenant = snapshot.tenant,
-                                                             .totals = snapshot.totals}));
+        // "provider/model" as the chat recorded it; the model id itself may hold slashes.
+        const std::string model = model_of(snapshot.messages);
+        const auto slash = model.find('/');
+        fmt::print("{}", ullm::render_markdown(
+                             snapshot.messages,
+                             {.session_id = snapshot.session_id,
+                              .tenant = snapshot.tenant,
+                              .provider = slash == std::string::npos ? "" : model.substr(0, slash),
+                              .model = slash == std::string::npos ? model : model.substr(slash + 1),
+                              .totals = snapshot.totals}));
         return 0;
     } catch (const ullm::Error& error) {
         std::fprintf(stderr, "ullm show: session \"%s\": %s\n", session_id.c_str(),

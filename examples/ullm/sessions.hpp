@@ -16,6 +16,14 @@ std::string default_store_path();
 // message naming the path.
 std::shared_ptr<ullm::SqliteSessionStore> open_store(const std::string& path);
 
+// The model (`provider/model`) a session's last turn was sent to, as `ullm` records it in the
+// user message's metadata (`{"cli": {"model": …}}`); empty when the session is not stored, is
+// corrupt, or has none.
+std::string session_model(ullm::SessionStore& store, const std::string& session_id);
+
+// The metadata `ullm` gives the user message of a turn sent to `model`.
+ullm::json turn_metadata(const std::string& model);
+
 // `ullm sessions`: one line per session (id, last update, messages, cost). Returns the exit
 // status.
 int list_sessions(const std::string& store_path);
