@@ -323,11 +323,10 @@ public:
                 fmt::print("you> ");
                 std::fflush(stdout);
             }
-            if (!std::getline(std::cin, line)) {
+            if (!read_message(line)) {
                 if (interactive_) fmt::print("\n");
                 break;
             }
-            if (!interactive_) fmt::print("you> {}\n", line);
             const auto first = line.find_first_not_of(" \t");
             if (first == std::string::npos) continue;
             line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
@@ -343,6 +342,27 @@ public:
     }
 
 private:
+    // One message: a line, and the lines after it while each ends with a backslash (which is
+    // dropped; the lines are joined with newlines). False at the end of the input, unless a
+    // continued message was under way.
+    bool read_message(std::string& message) {
+        message.clear();
+        std::string line;
+        for (bool first = true;; first = false) {
+            if (!first && interactive_) {
+                fmt::print("...> ");
+                std::fflush(stdout);
+            }
+            if (!std::getline(std::cin, line)) return !first;
+            if (!interactive_) fmt::print("{}{}\n", first ? "you> " : "...> ", line);
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            const bool continued = !line.empty() && line.back() == '\\';
+            if (continued) line.pop_back();
+            message += (first ? "" : "\n") + line;
+            if (!continued) return true;
+        }
+    }
+
     void interrupt() {
         std::lock_guard lock(mutex_);
         if (stream_ != nullptr) {

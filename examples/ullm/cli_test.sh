@@ -48,6 +48,9 @@ expect "show prints the tool call" 0 '\*\*Tool call\*\* `current_time`' \
 expect "a resumed session counts its messages and keeps its model" 0 \
     'session piped \(resumed, 8 messages; model kept from the session\)' \
     sh -c "printf '/exit\n' | '$ullm' chat --offline --store '$store' --session piped"
+expect "a trailing backslash continues the message on the next line" 0 \
+    '\.\.\.> 2\+3\?.*ullm> 2\+3 = 5\.' \
+    sh -c "printf 'What is \\\\\n2+3?\n' | '$ullm' chat --offline --store '$store' | tr '\n' ' '"
 expect "send prints the reply" 0 '^2\+3 = 5\.$' "$ullm" send --offline 'What is 2+3?'
 expect "send reads stdin and prints JSON" 0 '"text":"2\^10 = 1024\.".*"provider":"offline"' \
     sh -c "echo 'What is 2^10?' | '$ullm' send --offline --json"
