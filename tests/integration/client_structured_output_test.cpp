@@ -7,6 +7,7 @@
 #include <ullm/tools/reflect.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -654,4 +655,173 @@ TEST_CASE("stream_object repairs a bad reply in a second stream", "[structured][
     // Options are checked when the stream is made.
     CHECK(error_code_of([&] { (void)client.stream_object<Review>(ask(), {.max_repairs = 99}); }) ==
           "invalid_max_repairs");
+}
+
+namespace {
+
+// One provider as a structured-output call meets it: how to build its client and its answers.
+struct ProviderCase {
+    std::string name;
+    std::string model;
+    std::function<ullm::Client(const TestServer&)> client;
+    std::function<ScriptedResponse(const std::string& text)> reply;      // a finished answer
+    std::function<ScriptedResponse(const std::string& text)> truncated;  // cut off at the limit
+    std::function<ScriptedResponse()> refusal;
+};
+
+ScriptedResponse anthropic_tool_reply(const std::string& text, const std::string& stop) {
+    const json parsed = json::parse(text, nullptr, false);
+    return ScriptedResponse::json(
+        200,
+        json{{"id", "msg_9"},
+             {"type", "message"},
+             {"role", "assistant"},
+             {"model", "claude-3-5-haiku-20241022"},
+             {"content", json::array({{{"type", "tool_use"},
+                                       {"id", "toolu_9"},
+                                       {"name", "ticket"},
+                                       {"input", parsed.is_discarded() ? json(text) : parsed}}})},
+             {"stop_reason", stop},
+             {"usage", {{"input_tokens", 12}, {"output_tokens", 6}}}}
+            .dump());
+}
+
+ScriptedResponse responses_incomplete(const std::string& text) {
+    return ScriptedResponse::json(
+        200, json{{"id", "resp_2"},
+                  {"object", "response"},
+                  {"status", "incomplete"},
+                  {"incomplete_details", {{"reason", "max_output_tokens"}}},
+                  {"model", "gpt-4o"},
+                  {"output",
+                   json::array({{{"type", "message"},
+                                 {"id", "msg_2"},
+                                 {"role", "assistant"},
+                                 {"status", "incomplete"},
+                                 {"content", json::array({{{"type", "output_text"},
+                                                           {"text", text},
+                                                           {"annotations", json::array()}}})}}})},
+                  {"usage", {{"input_tokens", 10}, {"output_tokens", 5}, {"total_tokens", 15}}}}
+                 .dump());
+}
+
+std::vector<ProviderCase> provider_cases() {
+    const auto output_text = [](const std::string& text) {
+        return json::array(
+            {{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}});
+    };
+    return {
+        {"Chat Completions", "openai/gpt-4o-mini",
+         [](const TestServer& server) { return openai_client(server); },
+         [](const std::string& text) { return chat_completion_reply(text); },
+         [](const std::string& text) { return chat_completion_reply(text, "length"); },
+         [] {
+             return ScriptedResponse::json(
+                 200, chat_completion_body(
+                          {{"role", "assistant"}, {"content", nullptr}, {"refusal", "No."}})
+                          .dump());
+         }},
+        {"Responses", "openai/gpt-4o",
+         [](const TestServer& server) {
+             return client_of(
+                 std::make_shared<ullm::OpenAiResponsesProvider>(ullm::OpenAiResponsesOptions{
+                     .api_key = "sk-test", .base_url = server.base_url() + "/v1"}));
+         },
+         [output_text](const std::string& text) { return responses_reply(output_text(text)); },
+         [](const std::string& text) { return responses_incomplete(text); },
+         [] {
+             return responses_reply(json::array({{{"type", "refusal"}, {"refusal", "No."}}}));
+         }},
+        {"Anthropic", "anthropic/claude-sonnet-4-5",
+         [](const TestServer& server) {
+             return client_of(std::make_shared<ullm::AnthropicProvider>(ullm::AnthropicOptions{
+                 .api_key = "sk-ant-test", .base_url = server.base_url() + "/v1"}));
+         },
+         [](const std::string& text) { return anthropic_reply(text); },
+         [](const std::string& text) { return anthropic_reply(text, "max_tokens"); },
+         [] { return anthropic_reply("", "refusal"); }},
+        {"Anthropic through a tool", "anthropic/claude-3-5-haiku-20241022",
+         [](const TestServer& server) {
+             return client_of(std::make_shared<ullm::AnthropicProvider>(ullm::AnthropicOptions{
+                 .api_key = "sk-ant-test", .base_url = server.base_url() + "/v1"}));
+         },
+         [](const std::string& text) { return anthropic_tool_reply(text, "tool_use"); },
+         [](const std::string& text) { return anthropic_tool_reply(text, "max_tokens"); },
+         [] { return anthropic_reply("", "refusal"); }},
+        {"Gemini", "gemini/gemini-2.5-flash",
+         [](const TestServer& server) {
+             return client_of(std::make_shared<ullm::GeminiProvider>(ullm::GeminiOptions{
+                 .api_key = "gm-test", .base_url = server.base_url() + "/v1beta"}));
+         },
+         [](const std::string& text) { return gemini_reply(text); },
+         [](const std::string& text) { return gemini_reply(text, "MAX_TOKENS"); },
+         [] { return gemini_reply("", "SAFETY"); }},
+        {"Gemini 2.0", "gemini/gemini-2.0-flash",
+         [](const TestServer& server) {
+             return client_of(std::make_shared<ullm::GeminiProvider>(ullm::GeminiOptions{
+                 .api_key = "gm-test", .base_url = server.base_url() + "/v1beta"}));
+         },
+         [](const std::string& text) { return gemini_reply(text); },
+         [](const std::string& text) { return gemini_reply(text, "MAX_TOKENS"); },
+         [] { return gemini_reply("", "SAFETY"); }},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("every provider: not JSON, a missing field, a refusal, a cut-off reply and a repair",
+          "[structured][providers]") {
+    const json schema = {
+        {"type", "object"},
+        {"properties", {{"title", {{"type", "string"}}}, {"priority", {{"type", "integer"}}}}},
+        {"required", json::array({"title", "priority"})},
+        {"additionalProperties", false}};
+    const ullm::StructuredOutputOptions once{.name = "ticket"};
+    for (const auto& provider : provider_cases()) {
+        INFO(provider.name);
+        TestServer server;
+        const auto client = provider.client(server);
+        const auto ask_it = [&] {
+            ullm::ChatRequest request;
+            request.model = provider.model;
+            request.messages.push_back(ullm::Message::user("File: login fails, priority 2"));
+            return request;
+        };
+        const auto failure = [&](const std::function<void()>& run) {
+            try {
+                run();
+            } catch (const ullm::StructuredOutputError& error) {
+                return error.code() + " " + error.path();
+            }
+            return std::string("no StructuredOutputError");
+        };
+        server.enqueue(provider.reply("Sure, here it is"));
+        CHECK(failure([&] { (void)client.complete_object(ask_it(), schema, once); }) ==
+              "structured_output_not_json ");
+        server.enqueue(provider.reply(R"({"title": "Login fails"})"));
+        CHECK(failure([&] { (void)client.complete_object(ask_it(), schema, once); }) ==
+              "structured_output_invalid /priority");
+        server.enqueue(provider.refusal());
+        const auto refused = client.complete_object(ask_it(), schema, once);
+        CHECK(refused.refused());
+        CHECK_FALSE(refused.object);
+        server.enqueue(provider.truncated(R"({"title": "Login f)"));
+        CHECK(failure([&] {
+                  (void)client.complete_object(ask_it(), schema,
+                                               {.name = "ticket", .max_repairs = 2});
+              }) == "structured_output_truncated ");
+        // A repair round: the problem goes back, the second answer is taken.
+        const std::size_t before = server.request_count();
+        server.enqueue(provider.reply(R"({"title": "Login fails", "priority": "high"})"));
+        server.enqueue(provider.reply(R"({"title": "Login fails", "priority": 2})"));
+        const auto repaired =
+            client.complete_object(ask_it(), schema, {.name = "ticket", .max_repairs = 1});
+        REQUIRE(repaired.object);
+        CHECK(*repaired.object == json{{"title", "Login fails"}, {"priority", 2}});
+        CHECK(repaired.repairs == 1);
+        REQUIRE(server.request_count() == before + 2);
+        const std::string second = server.requests().at(before + 1).body;
+        CHECK(second.find("Your reply could not be used") != std::string::npos);
+        CHECK(second.find("/priority") != std::string::npos);
+    }
 }
