@@ -327,9 +327,9 @@ public:
                 if (interactive_) fmt::print("\n");
                 break;
             }
-            const auto first = line.find_first_not_of(" \t");
+            const auto first = line.find_first_not_of(" \t\r\n");
             if (first == std::string::npos) continue;
-            line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+            line = line.substr(first, line.find_last_not_of(" \t\r\n") - first + 1);
             if (line[0] == '/') {
                 if (!command(line)) break;
                 continue;

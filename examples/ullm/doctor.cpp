@@ -47,14 +47,23 @@ std::string env(const char* name) {
     return value != nullptr ? value : "";
 }
 
-// `url` without user information (`user:password@`), which a proxy URL may carry.
-std::string without_credentials(const std::string& url) {
+// `url` as it may be shown: user information (`user:password@`, which a proxy or gateway URL
+// may carry) and the query (which may hold a key) hidden.
+std::string shown_url(const std::string& url) {
     const auto scheme = url.find("://");
     const std::size_t host = scheme == std::string::npos ? 0 : scheme + 3;
-    const auto at = url.find('@', host);
-    const auto slash = url.find('/', host);
-    if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
-    return url.substr(0, host) + "…@" + url.substr(at + 1);
+    const auto authority_end = url.find_first_of("/?#", host);
+    const std::string authority = url.substr(
+        host, authority_end == std::string::npos ? std::string::npos : authority_end - host);
+    const auto at = authority.rfind('@');
+    std::string out = url.substr(0, host) +
+                      (at == std::string::npos ? authority : "…@" + authority.substr(at + 1));
+    if (authority_end != std::string::npos) {
+        const std::string rest = url.substr(authority_end);
+        const auto query = rest.find('?');
+        out += query == std::string::npos ? rest : rest.substr(0, query) + "?…";
+    }
+    return out;
 }
 
 // "scheme://host[:port]" of `url`, or empty when it is not an absolute http(s) URL.
@@ -115,9 +124,10 @@ void check_keys(Report& report, std::vector<Server>& servers) {
         }
         any = true;
         const std::string url = request_url(client, key.provider);
-        std::string routes = fmt::format("{}/… go to {}", key.provider, url);
+        std::string routes = fmt::format("{}/… go to {}", key.provider, shown_url(url));
         if (std::string(key.provider) == "openai") {
-            routes += ", openai-responses/… to " + request_url(client, "openai-responses");
+            routes +=
+                ", openai-responses/… to " + shown_url(request_url(client, "openai-responses"));
         }
         const std::string base = key.base_variable != nullptr && !env(key.base_variable).empty()
                                      ? fmt::format(" ({} is set)", key.base_variable)
@@ -127,10 +137,10 @@ void check_keys(Report& report, std::vector<Server>& servers) {
     }
     const bool ollama_set = !env("OLLAMA_HOST").empty();
     const std::string ollama_url = request_url(client, "ollama");
-    report.line(
-        Outcome::info,
-        fmt::format("{}: ollama/… goes to {}",
-                    ollama_set ? "OLLAMA_HOST is set" : "OLLAMA_HOST is not set", ollama_url));
+    report.line(Outcome::info,
+                fmt::format("{}: ollama/… goes to {}",
+                            ollama_set ? "OLLAMA_HOST is set" : "OLLAMA_HOST is not set",
+                            shown_url(ollama_url)));
     servers.push_back({"ollama", ollama_url, ollama_set});
     if (!any) {
         report.line(Outcome::info,
@@ -155,20 +165,27 @@ void check_tls(Report& report) {
     const std::string& bundle = info.libcurl_ca_bundle;
     const std::string& folder = info.libcurl_ca_path;
     std::error_code error;
-    if (!bundle.empty() && fs::is_regular_file(bundle, error) &&
-        ::access(bundle.c_str(), R_OK) == 0) {
-        report.line(Outcome::ok, fmt::format("CA bundle {} (libcurl's default)", bundle));
-    } else if (!folder.empty() && fs::is_directory(folder, error)) {
-        report.line(Outcome::ok, fmt::format("CA certificates in {} (libcurl's default)", folder));
-    } else if (bundle.empty() && folder.empty()) {
+    if (!bundle.empty()) {
+        // libcurl fails a TLS connection when the bundle it names cannot be read, whatever its
+        // folder holds.
+        if (fs::is_regular_file(bundle, error) && ::access(bundle.c_str(), R_OK) == 0) {
+            report.line(Outcome::ok, fmt::format("CA bundle {} (libcurl's default)", bundle));
+        } else {
+            report.line(Outcome::fail, fmt::format("no CA bundle at {} (libcurl's default): "
+                                                   "install ca-certificates, or set "
+                                                   "CURL_CA_BUNDLE to a PEM file",
+                                                   bundle));
+        }
+    } else if (folder.empty()) {
         report.line(Outcome::info,
                     "libcurl names no default CA store (its TLS library brings its own); set "
                     "CURL_CA_BUNDLE if https fails to verify");
+    } else if (fs::is_directory(folder, error)) {
+        report.line(Outcome::ok, fmt::format("CA certificates in {} (libcurl's default)", folder));
     } else {
-        report.line(Outcome::fail,
-                    fmt::format("no CA bundle at {}: install ca-certificates, or set "
-                                "CURL_CA_BUNDLE to a PEM file",
-                                bundle.empty() ? folder : bundle));
+        report.line(Outcome::fail, fmt::format("no CA folder at {} (libcurl's default): install "
+                                               "ca-certificates, or set CURL_CA_BUNDLE",
+                                               folder));
     }
 }
 
@@ -184,10 +201,10 @@ void check_proxies(Report& report) {
         if (!list && value.find("://") == std::string::npos) {
             // libcurl takes a bare host as http://host; said so that it is no surprise.
             report.line(Outcome::info, fmt::format("{}={} (no scheme: libcurl takes http://)",
-                                                   variable, without_credentials(value)));
+                                                   variable, shown_url(value)));
         } else {
             report.line(Outcome::info,
-                        fmt::format("{}={}", variable, list ? value : without_credentials(value)));
+                        fmt::format("{}={}", variable, list ? value : shown_url(value)));
         }
     }
     if (!any) report.line(Outcome::info, "no proxy variables are set");
@@ -225,13 +242,20 @@ void check_store(Report& report, const std::string& path) {
 
 void check_reachable(Report& report, const std::vector<Server>& servers,
                      std::chrono::milliseconds timeout) {
-    ullm::CurlTransport transport;
+    std::optional<ullm::CurlTransport> transport;
+    try {
+        transport.emplace();
+    } catch (const ullm::Error& failure) {
+        report.line(Outcome::fail, fmt::format("libcurl cannot start: [ullm.{}] {}", failure.code(),
+                                               failure.message()));
+        return;
+    }
     std::vector<std::string> seen;
     for (const Server& server : servers) {
         const std::string origin = origin_of(server.url);
         if (origin.empty()) {
-            report.line(Outcome::fail,
-                        fmt::format("{}: {} is not an http(s) URL", server.what, server.url));
+            report.line(Outcome::fail, fmt::format("{}: {} is not an http(s) URL", server.what,
+                                                   shown_url(server.url)));
             continue;
         }
         bool repeated = false;
@@ -246,16 +270,16 @@ void check_reachable(Report& report, const std::vector<Server>& servers,
         request.idle_timeout = timeout;
         const auto started = std::chrono::steady_clock::now();
         try {
-            const ullm::HttpResponse response = transport.send(request);
+            const ullm::HttpResponse response = transport->send(request);
             const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::steady_clock::now() - started);
             report.line(Outcome::ok,
-                        fmt::format("{} is reachable: {} (HTTP {}, {} ms)", server.what, origin,
-                                    response.status, took.count()));
+                        fmt::format("{} is reachable: {} (HTTP {}, {} ms)", server.what,
+                                    shown_url(origin), response.status, took.count()));
         } catch (const ullm::Error& failure) {
             report.line(server.configured ? Outcome::fail : Outcome::info,
-                        fmt::format("{} is not reachable: {}: [ullm.{}] {}", server.what, origin,
-                                    failure.code(), failure.message()));
+                        fmt::format("{} is not reachable: {}: [ullm.{}] {}", server.what,
+                                    shown_url(origin), failure.code(), failure.message()));
         }
     }
 }

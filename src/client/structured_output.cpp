@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <functional>
 #include <string>
 #include <utility>
@@ -39,6 +40,24 @@ void check_options(const ChatRequest& request, const StructuredOutputOptions& op
 
 std::string shown(const std::string& text) {
     return text.size() <= max_shown_text ? text : text.substr(0, max_shown_text) + "...";
+}
+
+// A refused reply as it goes back before the repair request: an assistant message without tool
+// calls (none of them is run, and a call without a result would be refused by the provider), so
+// a reply that only called a tool says which.
+Message answered_reply(Message reply) {
+    reply.role = Role::assistant;
+    std::string called;
+    std::erase_if(reply.parts, [&called](const Part& part) {
+        const auto* call = std::get_if<ToolCallPart>(&part);
+        if (call != nullptr && called.empty()) called = call->name;
+        return call != nullptr;
+    });
+    if (reply.parts.empty()) {
+        reply.parts.emplace_back(
+            TextPart{called.empty() ? "(no answer)" : "(called the tool \"" + called + "\")"});
+    }
+    return reply;
 }
 
 // The request and bookkeeping of one structured-output call, shared by both forms.
@@ -100,7 +119,7 @@ struct Call {
             detail::throw_unusable_reply(verdict, response, result.repairs, result.usage);
         }
         ++result.repairs;
-        request.messages.push_back(std::move(response.message));
+        request.messages.push_back(answered_reply(std::move(response.message)));
         request.messages.push_back(detail::repair_request(verdict.problem));
         last_problem = std::move(verdict.problem);
         return false;
@@ -227,6 +246,7 @@ struct detail::ObjectStreamCore::Setup {
     std::optional<ChatStream> stream;
     PartialJsonParser parser;
     bool finished = false;
+    std::exception_ptr failure;  ///< What ended the call, thrown again by a later `next()`.
 
     Setup(Call call_, const std::stop_token& stop) : call(std::move(call_)) {
         if (stop.stop_possible()) {
@@ -252,6 +272,7 @@ detail::ObjectStreamCore::~ObjectStreamCore() = default;
 
 std::optional<ObjectStreamEvent> detail::ObjectStreamCore::next() {
     Setup& s = *state_;
+    if (s.failure) std::rethrow_exception(s.failure);
     if (s.finished) return std::nullopt;
     if (s.cancel.stop_requested()) throw CancelledError();
     for (;;) {
@@ -271,8 +292,16 @@ std::optional<ObjectStreamEvent> detail::ObjectStreamCore::next() {
         s.call.count(*event->response);
         ChatResponse response = std::move(*event->response);
         s.stream.reset();
-        if (s.call.settle(std::move(response))) {
-            s.finished = true;
+        bool over = false;
+        try {
+            over = s.call.settle(std::move(response));
+        } catch (...) {
+            // A reply that ends the call with an error ends the stream: nothing is sent again.
+            s.failure = std::current_exception();
+            throw;
+        }
+        s.finished = over;
+        if (over) {
             return ObjectStreamEvent{ObjectStreamEvent::Type::done, nullptr, {}};
         }
         return ObjectStreamEvent{ObjectStreamEvent::Type::repair, nullptr, s.call.last_problem};

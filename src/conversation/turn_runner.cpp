@@ -48,6 +48,8 @@ struct ObjectTurn {
     ObjectDecoder decode;
     int max_repairs = 0;
     int repairs = 0;
+    bool repair_pending =
+        false;  ///< The last two turn messages are a refused reply and its repair.
     /// The final reply's verdict (good or refused); `skipped` until there is one, and after a
     /// budget skip.
     ReplyVerdict verdict{ReplyVerdict::Kind::skipped};
@@ -254,6 +256,11 @@ private:
     }
 
     void skip(const std::string& message) {
+        if (object_ && object_->repair_pending) {
+            // A skipped repair round: the refused reply and the repair request are not kept, so
+            // the turn commits as a skipped one (its spend still counts).
+            turn_messages_.resize(turn_messages_.size() - 2);
+        }
         ChatResponse synthetic = detail::budget_skipped_response(
             message, state_->route.model, std::string(state_->route.provider->name()));
         if (streaming_) {
@@ -317,13 +324,15 @@ private:
     }
 
     void finish_round(ChatResponse response) {
+        if (object_) object_->repair_pending = false;
         turn_usage_ += response.usage;
         turn_totals_.add_tokens(response.usage);
         // A reply that lands after a cancel belongs to no turn: it is counted, never stored.
         if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
         response.message.role = Role::assistant;
         const std::vector<ToolCallPart> calls = response.message.tool_calls();
-        if (calls.empty() && response.text.empty() && !conversation().empty_reply_text.empty()) {
+        if (calls.empty() && response.text.empty() && !conversation().empty_reply_text.empty() &&
+            !object_) {
             response.text = conversation().empty_reply_text;
             response.message.parts.emplace_back(TextPart{response.text});
         }
@@ -404,6 +413,7 @@ private:
         }
         ++object_->repairs;
         turn_messages_.push_back(repair_request(verdict.problem));
+        object_->repair_pending = true;
         return false;
     }
 

@@ -825,3 +825,44 @@ TEST_CASE("every provider: not JSON, a missing field, a refusal, a cut-off reply
         CHECK(second.find("/priority") != std::string::npos);
     }
 }
+
+TEST_CASE(
+    "a reply that only calls a tool goes back without the call, and a failed stream stays "
+    "failed",
+    "[structured][openai_chat]") {
+    TestServer server;
+    const auto client = openai_client(server);
+    const json call = {{"id", "call_1"},
+                       {"type", "function"},
+                       {"function", {{"name", "lookup"}, {"arguments", "{}"}}}};
+    server.enqueue(ScriptedResponse::json(
+        200, chat_completion_body(
+                 {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}},
+                 "tool_calls")
+                 .dump()));
+    server.enqueue(chat_completion_reply(good_review));
+    auto request = ask();
+    request.tools = {{"lookup", "Looks a product up", json{{"type", "object"}}}};
+    const auto result = client.complete_object<Review>(request, {.max_repairs = 1});
+    REQUIRE(result.object);
+    CHECK(result.repairs == 1);
+    // The call is not run, so it is not sent back unanswered: the assistant turn says what it did.
+    const json second = body_of(server, 1);
+    const json& messages = second.at("messages");
+    REQUIRE(messages.size() == 3);
+    CHECK(messages[1].at("role") == "assistant");
+    CHECK_FALSE(messages[1].contains("tool_calls"));
+    CHECK(messages[1].at("content").dump().find("called the tool") != std::string::npos);
+
+    // A streamed call whose reply cannot be used throws, and throws again: nothing more is sent.
+    server.enqueue(ScriptedResponse::sse(chat_stream({"not ", "JSON"}), 0));
+    auto stream = client.stream_object<Review>(ask());
+    CHECK(error_code_of([&] {
+              while (stream.next()) {
+              }
+          }) == "structured_output_not_json");
+    const std::size_t sent = server.request_count();
+    CHECK(error_code_of([&] { (void)stream.next(); }) == "structured_output_not_json");
+    CHECK(server.request_count() == sent);
+    CHECK_FALSE(stream.result());
+}

@@ -600,11 +600,13 @@ TEST_CASE("anthropic: the result tool's call comes back as the reply text",
     response = decode_body(
         result_tool_body(
             {{{"type", "thinking"}, {"thinking", "A ticket."}, {"signature", thinking_signature}},
+             {{"type", "text"}, {"text", "Here it is:"}},
              result_call(input)}),
         request);
     REQUIRE(response.message.replay);
     const json& replayed = response.message.replay->data.at("content");
-    REQUIRE(replayed.size() == 2);
+    REQUIRE(replayed.size() == 2);  // the text beside the answer is neither shown nor replayed
+    CHECK(json::parse(response.text) == input);
     CHECK(replayed[1].at("type") == "text");
     CHECK(json::parse(replayed[1].at("text").get<std::string>()) == input);
 

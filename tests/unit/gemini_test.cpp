@@ -249,6 +249,16 @@ TEST_CASE("gemini: before 2.5, the schema goes out as responseSchema in the Open
     CHECK(properties.at("stars") == json{{"type", "INTEGER"}, {"minimum", 1}, {"maximum", 5}});
     CHECK(properties.at("colour") == json{{"type", "STRING"}, {"enum", {"red", "blue"}}});
     CHECK(properties.at("note") == json{{"type", "STRING"}, {"nullable", true}});
+    // The branch's description, bounds included, follows the schema's own.
+    request.response_format->schema["properties"]["note"] = {
+        {"description", "A note"},
+        {"anyOf", json::array({{{"type", "string"}, {"maxLength", 20}}, {{"type", "null"}}})}};
+    CHECK(provider.encode_body(request, false)
+              .at("generationConfig")
+              .at("responseSchema")
+              .at("properties")
+              .at("note")
+              .at("description") == R"(A note ({"maxLength":20}))");
     CHECK(properties.at("tags") ==
           json{{"type", "ARRAY"}, {"items", {{"type", "STRING"}}}, {"maxItems", 3}});
     CHECK(properties.at("weight") ==
@@ -285,6 +295,12 @@ TEST_CASE("gemini: what responseSchema cannot say is refused before sending, by 
     CHECK(code({{"type", "object"}, {"properties", {{"any", json::object()}}}}) ==
           "unsupported_schema_keyword");
     CHECK(code({{"type", "object"}}) == "unsupported_schema_keyword");  // no properties
+    CHECK(code({{"type", "object"},
+                {"properties", {{"a", {{"type", "string"}}}}},
+                {"required", json::array({"a", "b"})}}) == "unsupported_schema_keyword");
+    CHECK(code({{"type", 5}}) == "unsupported_schema_keyword");
+    CHECK(code({{"type", "object"}, {"properties", {{"a", {{"anyOf", "x"}}}}}}) ==
+          "unsupported_schema_keyword");
     CHECK(code({{"type", json::array({"string", "integer"})}}) == "unsupported_schema_keyword");
     CHECK(code({{"type", "object"}, {"properties", {{"a", {{"not", {{"type", "string"}}}}}}}}) ==
           "unsupported_schema_keyword");

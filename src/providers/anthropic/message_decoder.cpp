@@ -140,9 +140,10 @@ Projection project_content(const json& content, std::string_view stop_reason,
             projection.replay_blocks.push_back(text_block(text));
             continue;
         }
+        if (type == "text" && answered) continue;  // not the answer, so neither shown nor replayed
         projection.replay_blocks.push_back(block);
         if (type == "text") {
-            if (!answered) builder.add_text(string_field(block, "text"));
+            builder.add_text(string_field(block, "text"));
         } else if (type == "thinking") {
             builder.add_reasoning(string_field(block, "thinking"));
             projection.needs_replay = true;

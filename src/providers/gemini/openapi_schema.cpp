@@ -64,12 +64,14 @@ public:
         json out = json::object();
         json moved = json::object();
         bool nullable = false;
+        std::string inner_description;  // of the one branch of an anyOf with null
         for (const auto& [key, value] : schema.items()) {
             if (key == "type") {
                 set_type(out, nullable, value, path);
             } else if (key == "anyOf" || key == "oneOf") {
-                alternatives(out, nullable, value, path + "/" + key);
+                alternatives(out, nullable, inner_description, value, path + "/" + key);
             } else if (key == "properties") {
+                if (!value.is_object()) refuse("`properties`", path, "must be an object");
                 json properties = json::object();
                 json ordering = json::array();
                 for (const auto& [name, property] : value.items()) {
@@ -98,9 +100,18 @@ public:
                            "a map (additionalProperties with a schema) cannot be said");
                 }
                 // true or false: the model only writes the properties it is shown.
-            } else if (key == "required" || key == "description" || key == "title" ||
-                       key == "minItems" || key == "maxItems" || key == "minimum" ||
-                       key == "maximum" || key == "nullable") {
+            } else if (key == "required") {
+                for (const auto& name : value) {
+                    if (!name.is_string() || !schema.value("properties", json::object())
+                                                  .contains(name.get<std::string>())) {
+                        refuse("`required`", path,
+                               "names " + name.dump() + ", which is not among the properties");
+                    }
+                }
+                out[key] = value;
+            } else if (key == "description" || key == "title" || key == "minItems" ||
+                       key == "maxItems" || key == "minimum" || key == "maximum" ||
+                       key == "nullable") {
                 out[key] = value;
             } else if (key == "format") {
                 moved[key] = value;  // placed once the type is known
@@ -111,6 +122,10 @@ public:
             }
         }
         if (nullable) out["nullable"] = true;
+        if (!inner_description.empty()) {
+            const std::string own = out.value("description", std::string());
+            out["description"] = own.empty() ? inner_description : own + " " + inner_description;
+        }
         if (const auto format = moved.find("format"); format != moved.end()) {
             if (format->is_string() &&
                 known_format(out.value("type", std::string()), format->get<std::string>())) {
@@ -143,8 +158,10 @@ private:
             out["type"] = upper(type.get<std::string>());
             return;
         }
+        if (!type.is_array()) refuse("`type`", path, "must be a type name or a list of them");
         std::string single;
         for (const auto& name : type) {
+            if (!name.is_string()) refuse("`type`", path, "must list type names");
             if (name == "null") {
                 nullable = true;
             } else if (single.empty()) {
@@ -157,8 +174,9 @@ private:
         out["type"] = upper(single);
     }
 
-    void alternatives(json& out, bool& nullable, const json& branches,
-                      const std::string& path) const {
+    void alternatives(json& out, bool& nullable, std::string& inner_description,
+                      const json& branches, const std::string& path) const {
+        if (!branches.is_array()) refuse("`anyOf`", path, "must be an array of schemas");
         json kept = json::array();
         for (std::size_t i = 0; i < branches.size(); ++i) {
             const json& branch = branches[i];
@@ -171,10 +189,14 @@ private:
         }
         if (kept.empty()) refuse("`anyOf`", path, "has no branch besides null");
         if (kept.size() == 1) {
-            // One branch and null: the branch itself, nullable.
+            // One branch and null: the branch itself, nullable. Its description (where its
+            // bounds may be said) goes after the schema's own, whichever comes first.
             for (auto& [key, value] : kept[0].items()) {
-                if (key == "description" && out.contains("description")) continue;
-                out[key] = std::move(value);
+                if (key == "description") {
+                    if (value.is_string()) inner_description = value.get<std::string>();
+                } else {
+                    out[key] = std::move(value);
+                }
             }
             return;
         }
@@ -198,6 +220,8 @@ json openapi_schema(const json& schema, std::string_view provider) {
     } catch (const ToolDefinitionError& error) {
         refuse_response_schema(provider, "`$ref`", "",
                                "cannot be inlined for Gemini's responseSchema: " + error.message());
+    } catch (const json::exception&) {
+        refuse_response_schema(provider, "`$ref`", "", "is not a valid JSON pointer");
     }
     return OpenApiTranslation(provider).node(inlined, "");
 }
