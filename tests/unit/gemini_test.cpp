@@ -270,8 +270,8 @@ TEST_CASE("gemini: before 2.5, the schema goes out as responseSchema in the Open
     // 1.5 likewise; 2.5 and ids it does not know take JSON Schema.
     request.model = "gemini-1.5-pro";
     CHECK(provider.encode_body(request, false).at("generationConfig").contains("responseSchema"));
-    for (const char* model : {"gemini-2.5-flash", "models/gemini-3-pro-preview", "my-tuned"}) {
-        request.model = model;
+    for (const char* id : {"gemini-2.5-flash", "models/gemini-3-pro-preview", "my-tuned"}) {
+        request.model = id;
         CHECK(provider.encode_body(request, false)
                   .at("generationConfig")
                   .contains("responseJsonSchema"));
