@@ -710,6 +710,15 @@ std::vector<ProviderCase> provider_cases() {
         return json::array(
             {{{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}});
     };
+    // One client factory per provider; its variants differ by model.
+    const auto anthropic = [](const TestServer& server) {
+        return client_of(std::make_shared<ullm::AnthropicProvider>(ullm::AnthropicOptions{
+            .api_key = "sk-ant-test", .base_url = server.base_url() + "/v1"}));
+    };
+    const auto gemini = [](const TestServer& server) {
+        return client_of(std::make_shared<ullm::GeminiProvider>(
+            ullm::GeminiOptions{.api_key = "gm-test", .base_url = server.base_url() + "/v1beta"}));
+    };
     return {
         {"Chat Completions", "openai/gpt-4o-mini",
          [](const TestServer& server) { return openai_client(server); },
@@ -732,35 +741,19 @@ std::vector<ProviderCase> provider_cases() {
          [] {
              return responses_reply(json::array({{{"type", "refusal"}, {"refusal", "No."}}}));
          }},
-        {"Anthropic", "anthropic/claude-sonnet-4-5",
-         [](const TestServer& server) {
-             return client_of(std::make_shared<ullm::AnthropicProvider>(ullm::AnthropicOptions{
-                 .api_key = "sk-ant-test", .base_url = server.base_url() + "/v1"}));
-         },
+        {"Anthropic", "anthropic/claude-sonnet-4-5", anthropic,
          [](const std::string& text) { return anthropic_reply(text); },
          [](const std::string& text) { return anthropic_reply(text, "max_tokens"); },
          [] { return anthropic_reply("", "refusal"); }},
-        {"Anthropic through a tool", "anthropic/claude-3-5-haiku-20241022",
-         [](const TestServer& server) {
-             return client_of(std::make_shared<ullm::AnthropicProvider>(ullm::AnthropicOptions{
-                 .api_key = "sk-ant-test", .base_url = server.base_url() + "/v1"}));
-         },
+        {"Anthropic through a tool", "anthropic/claude-3-5-haiku-20241022", anthropic,
          [](const std::string& text) { return anthropic_tool_reply(text, "tool_use"); },
          [](const std::string& text) { return anthropic_tool_reply(text, "max_tokens"); },
          [] { return anthropic_reply("", "refusal"); }},
-        {"Gemini", "gemini/gemini-2.5-flash",
-         [](const TestServer& server) {
-             return client_of(std::make_shared<ullm::GeminiProvider>(ullm::GeminiOptions{
-                 .api_key = "gm-test", .base_url = server.base_url() + "/v1beta"}));
-         },
+        {"Gemini", "gemini/gemini-2.5-flash", gemini,
          [](const std::string& text) { return gemini_reply(text); },
          [](const std::string& text) { return gemini_reply(text, "MAX_TOKENS"); },
          [] { return gemini_reply("", "SAFETY"); }},
-        {"Gemini 2.0", "gemini/gemini-2.0-flash",
-         [](const TestServer& server) {
-             return client_of(std::make_shared<ullm::GeminiProvider>(ullm::GeminiOptions{
-                 .api_key = "gm-test", .base_url = server.base_url() + "/v1beta"}));
-         },
+        {"Gemini 2.0", "gemini/gemini-2.0-flash", gemini,
          [](const std::string& text) { return gemini_reply(text); },
          [](const std::string& text) { return gemini_reply(text, "MAX_TOKENS"); },
          [] { return gemini_reply("", "SAFETY"); }},
