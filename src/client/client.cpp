@@ -9,6 +9,7 @@
 #include <ullm/providers/openai_responses.hpp>
 #include <ullm/providers/provider_errors.hpp>
 
+#include "../core/event_queue.hpp"
 #include "../core/text.hpp"
 #include "../providers/base_url.hpp"
 #include "../providers/request_checks.hpp"
@@ -19,7 +20,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -123,12 +123,12 @@ public:
         StreamEvent usage;
         usage.type = StreamEvent::Type::usage_update;
         usage.usage = skipped.usage;
-        pending_.push_back(std::move(usage));
+        pending_.push(std::move(usage));
         StreamEvent done;
         done.type = StreamEvent::Type::done;
         done.usage = skipped.usage;
         done.response = std::move(skipped);
-        pending_.push_back(std::move(done));
+        pending_.push(std::move(done));
     }
 
     ChatStreamState(const ChatStreamState&) = delete;
@@ -144,8 +144,7 @@ public:
     std::optional<StreamEvent> next() {
         for (;;) {
             if (!pending_.empty()) {
-                StreamEvent event = std::move(pending_.front());
-                pending_.pop_front();
+                StreamEvent event = pending_.take();
                 if (event.type == StreamEvent::Type::done) {
                     if (event.response) {
                         price_response(*client_->prices, *event.response, route_.provider->name(),
@@ -186,7 +185,7 @@ public:
                     retry.delay = *delay;
                     retry.error_code = error.code();
                     retry.resumed = true;
-                    pending_.push_back(std::move(retry));
+                    pending_.push(std::move(retry));
                     retry_wait_ = *delay;
                     continue;
                 }
@@ -209,7 +208,7 @@ public:
                 retry.attempt = attempt_ + 1;
                 retry.delay = *delay;
                 retry.error_code = error.code();
-                pending_.push_back(std::move(retry));
+                pending_.push(std::move(retry));
                 retry_wait_ = *delay;
             }
         }
@@ -251,18 +250,22 @@ private:
             StreamEvent event;
             if (source_->next(event)) {
                 checker_->check(event);
-                pending_.push_back(std::move(event));
+                pending_.push(std::move(event));
             } else if (!response_) {
                 throw StreamTruncatedError("the scripted stream ended without a done event");
             }
             return;
         }
         if (!http_) start_attempt();
-        // A transport failure is thrown before anything of these bytes is decoded.
-        const bool more = http_->read(bytes_);
+        bool more = true;
+        if (decoded_ == bytes_.size()) {
+            // A transport failure is thrown before anything of these bytes is decoded.
+            more = http_->read(bytes_);
+            decoded_ = 0;
+        }
         try {
             if (more) {
-                decoder_->feed(bytes_, buffer_);
+                decoder_->feed(next_slice(), buffer_);
             } else {
                 decoder_->finish(buffer_);
             }
@@ -287,9 +290,25 @@ private:
                 deferred_error_ = std::current_exception();
                 break;
             }
-            pending_.push_back(std::move(event));
+            pending_.push(std::move(event));
         }
         buffer_.clear();
+    }
+
+    // The next bytes read and not yet decoded, ending at a line end past `slice_bytes` when
+    // there is one. Decoding a read a slice at a time keeps the events waiting to be pulled
+    // (about a kilobyte each) to a few, whatever the size of a read: a whole stream arriving
+    // in one read no longer makes a heap of hundreds of kilobytes that is freed at once.
+    [[nodiscard]] std::string_view next_slice() {
+        constexpr std::size_t slice_bytes = 4096;
+        const std::string_view rest = std::string_view(bytes_).substr(decoded_);
+        std::size_t length = rest.size();
+        if (length > slice_bytes) {
+            const auto line_end = rest.find('\n', slice_bytes);
+            if (line_end != std::string_view::npos) length = line_end + 1;
+        }
+        decoded_ += length;
+        return rest.substr(0, length);
     }
 
     // Where a failed stream can be resumed: a background response's stream that lost its
@@ -317,8 +336,15 @@ private:
                 secrets_.push_back(std::move(secret));
             }
         }
+        discard_bytes();
         std::lock_guard lock(http_mutex_);
         http_.reset();
+    }
+
+    // Forgets what the connection of the attempt that ended sent and was not decoded.
+    void discard_bytes() noexcept {
+        bytes_.clear();
+        decoded_ = 0;
     }
 
     [[nodiscard]] std::unique_ptr<StreamDecoder> make_decoder() const {
@@ -379,6 +405,7 @@ private:
     }
 
     void reset_attempt() {
+        discard_bytes();
         std::lock_guard lock(http_mutex_);
         http_.reset();
         decoder_.reset();
@@ -401,9 +428,10 @@ private:
     std::unique_ptr<StreamDecoder> decoder_;
     std::optional<detail::StreamEventChecker> checker_;  ///< Of the current attempt.
     std::unique_ptr<EventSource> source_;
-    std::string bytes_;
+    std::string bytes_;        ///< The last read of the attempt's body.
+    std::size_t decoded_ = 0;  ///< How much of `bytes_` went to the decoder.
     std::vector<StreamEvent> buffer_;
-    std::deque<StreamEvent> pending_;
+    detail::EventQueue<StreamEvent> pending_;
     std::optional<ChatResponse> response_;
     std::optional<std::chrono::milliseconds> retry_wait_;
     std::exception_ptr deferred_error_;

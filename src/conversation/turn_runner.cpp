@@ -8,11 +8,11 @@
 
 #include "../client/conversation_calls.hpp"
 #include "../client/structured_reply.hpp"
+#include "../core/event_queue.hpp"
 #include "conversation_state.hpp"
 #include "tool_runner.hpp"
 #include "tool_sequence.hpp"
 
-#include <deque>
 #include <exception>
 #include <mutex>
 
@@ -127,9 +127,7 @@ private:
     std::optional<StreamEvent> advance() {
         for (;;) {
             if (!pending_.empty()) {
-                StreamEvent event = std::move(pending_.front());
-                pending_.pop_front();
-                return event;
+                return pending_.take();
             }
             if (phase_ == Phase::finished) return std::nullopt;
             if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
@@ -267,7 +265,7 @@ private:
             StreamEvent usage;
             usage.type = StreamEvent::Type::usage_update;
             usage.usage = synthetic.usage;
-            pending_.push_back(std::move(usage));
+            pending_.push(std::move(usage));
         }
         commit(std::move(synthetic), true);
     }
@@ -320,7 +318,7 @@ private:
             finish_round(std::move(response));
             return;
         }
-        pending_.push_back(std::move(*event));
+        pending_.push(std::move(*event));
     }
 
     void finish_round(ChatResponse response) {
@@ -354,7 +352,7 @@ private:
             StreamEvent usage;
             usage.type = StreamEvent::Type::usage_update;
             usage.usage = response.usage;
-            pending_.push_back(std::move(usage));
+            pending_.push(std::move(usage));
         }
         const detail::ToolRoundSettings settings{
             .timeout = conversation().tool_execution_timeout,
@@ -381,7 +379,7 @@ private:
             event.tool_call_id = result.tool_call_id;
             event.tool_name = result.name;
             event.tool_result = result;
-            pending_.push_back(std::move(event));
+            pending_.push(std::move(event));
         }
         push_results(turn_messages_, std::move(round.results));
         if (round.end_turn) {
@@ -443,7 +441,7 @@ private:
         done.response = static_cast<const ChatResponse&>(reply);
 
         store_turn(turn_messages_);
-        pending_.push_back(std::move(done));
+        pending_.push(std::move(done));
         reply_ = std::move(reply);
         phase_ = Phase::finished;
         release_slot();
@@ -574,7 +572,7 @@ private:
     std::size_t unrun_calls_ = 0;  ///< Calls a cancel answered `Tool call cancelled`.
     bool warned_ = false;
     std::optional<ChatStream> round_stream_;
-    std::deque<StreamEvent> pending_;
+    detail::EventQueue<StreamEvent> pending_;
     std::optional<ConversationReply> reply_;
     std::exception_ptr failure_;
     std::mutex control_;  ///< Orders `cancel()` from another thread against `next()`.

@@ -167,6 +167,8 @@ public:
             std::lock_guard lock(transfer->mutex);
             if (transfer->cancelled) return;
             transfer->cancelled = true;
+            // A finished transfer has left the loop already: waking it would be a wasted pass.
+            if (transfer->done) return;
         }
         transfer->changed.notify_all();
         post({Command::Kind::remove, transfer});
