@@ -133,7 +133,10 @@ public:
 
     ChatStreamState(const ChatStreamState&) = delete;
     ChatStreamState& operator=(const ChatStreamState&) = delete;
-    ~ChatStreamState() { cancel(); }
+    ~ChatStreamState() {
+        cancel();
+        client_->stream_buffers.give(std::move(bytes_));
+    }
 
     void cancel() noexcept {
         stop_.request_stop();
@@ -280,19 +283,21 @@ private:
             if (buffer_.empty()) throw;
             deferred_error_ = std::current_exception();
         }
-        for (auto& event : buffer_) {
+        // The events are checked where the decoder put them, and handed over whole (pump runs
+        // only when everything decoded before has been pulled).
+        for (auto event = buffer_.begin(); event != buffer_.end(); ++event) {
             try {
-                checker_->check(event);
+                checker_->check(*event);
             } catch (...) {
                 // The events before the broken one are delivered, then its error (which came
                 // before any error of the decoder's in the same bytes).
                 content_failed_ = true;
                 deferred_error_ = std::current_exception();
+                buffer_.erase(event, buffer_.end());
                 break;
             }
-            pending_.push(std::move(event));
         }
-        buffer_.clear();
+        pending_.append(buffer_);
     }
 
     // The next bytes read and not yet decoded, ending at a line end past `slice_bytes` when
@@ -300,7 +305,7 @@ private:
     // (about a kilobyte each) to a few, whatever the size of a read: a whole stream arriving
     // in one read no longer makes a heap of hundreds of kilobytes that is freed at once.
     [[nodiscard]] std::string_view next_slice() {
-        constexpr std::size_t slice_bytes = 4096;
+        constexpr std::size_t slice_bytes = 1024;
         const std::string_view rest = std::string_view(bytes_).substr(decoded_);
         std::size_t length = rest.size();
         if (length > slice_bytes) {
@@ -428,7 +433,7 @@ private:
     std::unique_ptr<StreamDecoder> decoder_;
     std::optional<detail::StreamEventChecker> checker_;  ///< Of the current attempt.
     std::unique_ptr<EventSource> source_;
-    std::string bytes_;        ///< The last read of the attempt's body.
+    std::string bytes_ = client_->stream_buffers.take();  ///< The last read of the body.
     std::size_t decoded_ = 0;  ///< How much of `bytes_` went to the decoder.
     std::vector<StreamEvent> buffer_;
     detail::EventQueue<StreamEvent> pending_;

@@ -9,6 +9,8 @@
 #include <ullm/http/retry_policy.hpp>
 #include <ullm/providers/price_table.hpp>
 
+#include "../core/buffer_pool.hpp"
+
 #include <chrono>
 #include <functional>
 #include <map>
@@ -32,6 +34,8 @@ struct Client::State {
     std::function<void(const UsageReport&)> on_usage;
     mutable std::shared_mutex mutex;
     std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
+    /// The read buffers of streams that ended, for the next ones.
+    detail::BufferPool stream_buffers;
 };
 
 namespace detail {

@@ -27,6 +27,18 @@ public:
         return item;
     }
 
+    /// Appends the elements of `items`, in their order, leaving `items` empty. When the queue
+    /// is empty it trades storage with `items` instead: no element is moved.
+    void append(std::vector<T>& items) {
+        if (empty()) {
+            items_.swap(items);
+            head_ = 0;
+        } else {
+            for (auto& item : items) items_.push_back(std::move(item));
+        }
+        items.clear();
+    }
+
     /// Drops every element, keeping the storage.
     void clear() noexcept {
         items_.clear();

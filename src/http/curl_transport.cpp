@@ -3,6 +3,7 @@
 #include <ullm/core/error.hpp>
 #include <ullm/detail/redact.hpp>
 
+#include "../core/buffer_pool.hpp"
 #include "../core/text.hpp"
 
 #include <curl/curl.h>
@@ -92,6 +93,10 @@ struct Transfer {
     std::chrono::milliseconds idle_timeout{0};
     std::vector<std::string> secrets;
     Clock::time_point last_activity = Clock::now();  // (io)
+    // (io) The engine's list of transfers with news for their reader, and whether this one is
+    // on it: a reader is woken once per loop pass, not once per callback.
+    std::vector<Transfer*>* news = nullptr;
+    bool has_news = false;
 
     std::mutex mutex;
     std::condition_variable changed;
@@ -157,10 +162,15 @@ public:
         transfer->idle_timeout = request.idle_timeout;
         transfer->secrets = detail::request_secrets(request);
         transfer->request_body = request.body;
+        if (streaming) transfer->body = buffers_.take();
+        transfer->news = &news_;
         configure(*transfer, request);
         post({Command::Kind::add, transfer});
         return transfer;
     }
+
+    /// Receive buffers of streams that ended, kept for the next streams.
+    detail::BufferPool& buffers() noexcept { return buffers_; }
 
     void cancel(const std::shared_ptr<Transfer>& transfer) {
         {
@@ -279,7 +289,7 @@ private:
         if (text.empty()) {
             if (transfer.head.status >= 200) {
                 transfer.head_ready = true;
-                transfer.changed.notify_all();
+                announce(transfer);
             }
             return length;
         }
@@ -309,8 +319,25 @@ private:
             transfer.body.append(data, length);
             transfer.head_ready = true;
         }
-        transfer.changed.notify_all();
+        announce(transfer);
         return length;
+    }
+
+    // Notes that `transfer`'s reader has something new, to be woken by `wake_readers`.
+    static void announce(Transfer& transfer) {
+        if (transfer.has_news) return;
+        transfer.has_news = true;
+        transfer.news->push_back(&transfer);
+    }
+
+    // Wakes the reader of each transfer with news, once. Runs before anything can remove a
+    // transfer from the loop (complete, detach), so every pointer listed is still held.
+    void wake_readers() {
+        for (Transfer* transfer : news_) {
+            transfer->has_news = false;
+            transfer->changed.notify_all();
+        }
+        news_.clear();
     }
 
     void publish_active_count() {
@@ -437,6 +464,8 @@ private:
 
             int running = 0;
             curl_multi_perform(multi_, &running);
+            // Also what resuming a paused transfer delivered while the commands were applied.
+            wake_readers();
             int queued = 0;
             while (CURLMsg* message = curl_multi_info_read(multi_, &queued)) {
                 if (message->msg == CURLMSG_DONE)
@@ -470,6 +499,8 @@ private:
     CurlTransportOptions options_;
     CURLM* multi_ = nullptr;
     std::unordered_map<CURL*, std::shared_ptr<Transfer>> active_;  // (io)
+    std::vector<Transfer*> news_;                                  // (io) see Transfer::news
+    detail::BufferPool buffers_;
 
     mutable std::mutex commands_mutex_;
     std::deque<Command> commands_;
@@ -493,7 +524,16 @@ public:
           transfer_(std::move(transfer)),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
 
-    ~CurlStream() override { cancel(); }
+    ~CurlStream() override {
+        cancel();
+        std::string buffer;
+        {
+            // Under the lock: the I/O thread may still be writing until the cancel is applied.
+            std::lock_guard lock(transfer_->mutex);
+            buffer.swap(transfer_->body);
+        }
+        engine_->buffers().give(std::move(buffer));
+    }
 
     CurlStream(const CurlStream&) = delete;
     CurlStream& operator=(const CurlStream&) = delete;
@@ -521,7 +561,10 @@ public:
             });
             if (transfer_->cancelled) throw CancelledError("the stream was cancelled");
             if (!transfer_->body.empty()) {
-                out.swap(transfer_->body);
+                // Copied, not swapped: each side keeps its buffer's storage, so neither grows
+                // a fresh one from nothing while the stream runs.
+                out.assign(transfer_->body);
+                transfer_->body.clear();
                 resume = transfer_->paused;
             } else if (transfer_->failure) {
                 throw_failure(*transfer_->failure);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace ullm::detail {
 
@@ -27,6 +28,21 @@ std::string string_field(const json& object, std::string_view key) {
     if (!object.is_object()) return {};
     const auto it = object.find(key);
     return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::string_view string_view_field(const json& object, std::string_view key) {
+    if (!object.is_object()) return {};
+    const auto it = object.find(key);
+    return it != object.end() && it->is_string()
+               ? std::string_view(it->get_ref<const std::string&>())
+               : std::string_view();
+}
+
+std::string take_string_field(json& object, std::string_view key) {
+    if (!object.is_object()) return {};
+    const auto it = object.find(key);
+    return it != object.end() && it->is_string() ? std::move(it->get_ref<std::string&>())
+                                                 : std::string();
 }
 
 const json* array_field(const json& object, std::string_view key) {

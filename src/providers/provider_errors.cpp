@@ -4,6 +4,7 @@
 #include <ullm/http/retry_policy.hpp>
 
 #include "../core/text.hpp"
+#include "json_readers.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -102,14 +103,17 @@ void throw_cancelled_response(std::string_view id, const ErrorOrigin& origin) {
 
 json parse_provider_json(std::string_view body, const ErrorOrigin& origin, std::string_view what) {
     json value = detail::parse_json_exact(body);
-    if (value.is_discarded()) {
-        std::string prefix = sanitise_provider_message(body.substr(0, 120), 120);
-        throw_invalid_response(
-            std::string(what) + " is not valid JSON" +
-                (prefix.empty() ? std::string(" (empty)") : ": starts with \"" + prefix + "\""),
-            origin);
-    }
+    if (value.is_discarded()) detail::throw_not_json(body, origin, what);
     return value;
+}
+
+void detail::throw_not_json(std::string_view body, const ErrorOrigin& origin,
+                            std::string_view what) {
+    std::string prefix = sanitise_provider_message(body.substr(0, 120), 120);
+    throw_invalid_response(
+        std::string(what) + " is not valid JSON" +
+            (prefix.empty() ? std::string(" (empty)") : ": starts with \"" + prefix + "\""),
+        origin);
 }
 
 void throw_provider_failure(const ProviderFailure& failure, const ErrorOrigin& origin) {

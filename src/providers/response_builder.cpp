@@ -79,9 +79,13 @@ ChatResponse ResponseBuilder::build(std::string provider) const {
 }
 
 StreamEvent delta_event(StreamEvent::Type type, std::string_view text) {
+    return delta_event(type, std::string(text));
+}
+
+StreamEvent delta_event(StreamEvent::Type type, std::string&& text) {
     StreamEvent event;
     event.type = type;
-    event.delta = std::string(text);
+    event.delta = std::move(text);
     return event;
 }
 

@@ -52,7 +52,7 @@ private:
 /// Keeps track of whether a decoder has produced anything the caller could see.
 class VisibleEvents {
 public:
-    void push(std::vector<StreamEvent>& out, StreamEvent event) {
+    void push(std::vector<StreamEvent>& out, StreamEvent&& event) {
         if (event.type != StreamEvent::Type::usage_update) visible_ = true;
         out.push_back(std::move(event));
     }
@@ -64,6 +64,8 @@ private:
 
 /// A text or reasoning delta event.
 StreamEvent delta_event(StreamEvent::Type type, std::string_view text);
+/// The same, taking the text over rather than copying it.
+StreamEvent delta_event(StreamEvent::Type type, std::string&& text);
 
 /// The `done` event carrying `response`.
 StreamEvent done_event(ChatResponse response);

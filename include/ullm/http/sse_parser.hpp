@@ -150,9 +150,9 @@ private:
             }
             append_partial(chunk.substr(0, end));
             const bool ready = process_line(line_);
-            release_line();
+            release(line_);
             start = consume_terminator(chunk, end);
-            if (ready) on_event(take_event());
+            if (ready) on_event(std::move(ready_));
         }
         while (start < chunk.size()) {
             const std::size_t end = finder.next(start);
@@ -162,7 +162,7 @@ private:
             }
             const bool ready = process_line(chunk.substr(start, end - start));
             start = consume_terminator(chunk, end);
-            if (ready) on_event(take_event());
+            if (ready) on_event(std::move(ready_));
         }
     }
 
@@ -206,12 +206,13 @@ private:
         line_.append(bytes);
     }
 
-    void release_line() noexcept {
-        // Keep a modest buffer for reuse, but return the memory of an unusually long line.
-        if (line_.capacity() > (std::size_t{64} << 10)) {
-            std::string().swap(line_);
+    // Empties a buffer, keeping a modest one for reuse but returning the memory of an unusually
+    // long line or event.
+    static void release(std::string& buffer) noexcept {
+        if (buffer.capacity() > (std::size_t{64} << 10)) {
+            std::string().swap(buffer);
         } else {
-            line_.clear();
+            buffer.clear();
         }
     }
 
@@ -283,18 +284,22 @@ private:
             block_retry_.reset();
             return false;
         }
-        ready_.event = event_type_.empty() ? std::string("message") : std::move(event_type_);
-        ready_.data = std::move(data_);
-        ready_.id = last_event_id_;
+        // Swapped rather than moved, so that a callback that only reads the event leaves every
+        // buffer's storage in place for the next one: no allocation per event.
+        if (event_type_.empty()) {
+            ready_.event.assign("message");
+        } else {
+            ready_.event.swap(event_type_);
+        }
+        ready_.data.swap(data_);
+        ready_.id.assign(last_event_id_);
         ready_.retry_ms = block_retry_;
         event_type_.clear();
-        data_.clear();
+        release(data_);  // the buffer of the event before
         has_data_ = false;
         block_retry_.reset();
         return true;
     }
-
-    SseEvent take_event() noexcept { return std::move(ready_); }
 
     std::size_t max_event_bytes_;
     std::string line_;        // the current unterminated line (never holds a terminator)
@@ -304,8 +309,8 @@ private:
     std::string last_event_id_;
     std::optional<std::int64_t> reconnection_time_ms_;
     std::optional<std::int64_t> block_retry_;
-    SseEvent ready_;
-    bool has_data_ = false;          // a data field was seen since the last dispatch
+    SseEvent ready_;         // the event being handed out: callbacks receive it, and may move it
+    bool has_data_ = false;  // a data field was seen since the last dispatch
     bool block_has_fields_ = false;  // a field line was seen since the last blank line
     bool skip_lf_ = false;           // the last chunk ended with CR
     detail::StreamStart start_;      // the BOM at the stream's start, never counted or parsed

@@ -57,9 +57,10 @@ private:
 
     void on_event(const SseEvent& event, std::vector<StreamEvent>& out) {
         if (finished_) return;
-        const json payload = parse_provider_json(event.data, origin(), "a stream event");
+        json payload = parse_stream_json(
+            event.data, [this] { return origin(); }, "a stream event");
         if (!payload.is_object()) invalid("a stream event is not a JSON object");
-        std::string type = string_field(payload, "type");
+        std::string_view type = string_view_field(payload, "type");
         if (type.empty()) type = event.event;
         if (type == "message_start") {
             on_message_start(payload, out);
@@ -220,7 +221,7 @@ private:
         blocks_.emplace(index, std::move(open));
     }
 
-    void on_delta(const json& payload, std::vector<StreamEvent>& out) {
+    void on_delta(json& payload, std::vector<StreamEvent>& out) {
         const auto index = index_of(payload);
         const auto it = blocks_.find(index);
         if (it == blocks_.end()) {
@@ -235,20 +236,22 @@ private:
         if (delta == payload.end() || !delta->is_object()) {
             invalid("content_block_delta carries no delta");
         }
-        const std::string type = string_field(*delta, "type");
-        const std::string block_type = string_field(open.block, "type");
+        const std::string_view type = string_view_field(*delta, "type");
+        const std::string_view block_type = string_view_field(open.block, "type");
         const auto expect = [&](bool fits) {
             if (!fits) {
-                invalid("a " + type + " for a " + block_type + " block (content block " +
-                        std::to_string(index) + ")");
+                invalid("a " + std::string(type) + " for a " + std::string(block_type) +
+                        " block (content block " + std::to_string(index) + ")");
             }
         };
         if (type == "text_delta") {
             expect(block_type == "text");
-            const std::string text = string_field(*delta, "text");
+            // Taken out of the parsed event rather than copied: the event is its only reader.
+            std::string text = take_string_field(*delta, "text");
             open.block["text"].get_ref<std::string&>() += text;
             if (!text.empty()) {
-                visible_.push(out, detail::delta_event(StreamEvent::Type::text_delta, text));
+                visible_.push(out,
+                              detail::delta_event(StreamEvent::Type::text_delta, std::move(text)));
             }
         } else if (type == "thinking_delta") {
             expect(block_type == "thinking");

@@ -1,5 +1,7 @@
 #include "gemini_internal.hpp"
 
+#include "../json_readers.hpp"
+
 #include <ullm/http/line_splitter.hpp>
 #include <ullm/http/sse_parser.hpp>
 
@@ -78,7 +80,8 @@ private:
     void on_payload(std::string_view payload, std::vector<StreamEvent>& out) {
         // Gemini sends no terminator; some proxies add an OpenAI-style one.
         if (finished_ || payload == "[DONE]") return;
-        const json chunk = parse_provider_json(payload, reader_.origin(), "a stream chunk");
+        const json chunk = parse_stream_json(
+            payload, [this] { return reader_.origin(); }, "a stream chunk");
         reader_.read(chunk, false, EventSink{&out, &visible_});
     }
 

@@ -39,7 +39,7 @@ public:
         if (!done_seen_ && !builder_.has_finish()) {
             throw StreamTruncatedError(end.clean() ? "the stream ended before its final chunk"
                                                    : "the stream ended in the middle of an event",
-                                       origin_of(provider_, model_, nullptr, response_id_));
+                                       origin());
         }
         complete(out);
     }
@@ -54,20 +54,23 @@ private:
             complete(out);
             return;
         }
-        const ErrorOrigin origin = origin_of(provider_, model_, nullptr, response_id_);
-        const json chunk = parse_provider_json(event.data, origin, "a stream chunk");
+        json chunk = parse_stream_json(
+            event.data, [this] { return origin(); }, "a stream chunk");
         if (!chunk.is_object())
-            throw_invalid_response("a stream chunk is not a JSON object", origin);
+            throw_invalid_response("a stream chunk is not a JSON object", origin());
         if (const auto error = chunk.find("error"); error != chunk.end() && !error->is_null()) {
-            throw_provider_failure(failure_from_body(chunk, 200), origin);
+            throw_provider_failure(failure_from_body(chunk, 200), origin());
         }
         if (response_id_.empty()) response_id_ = string_field(chunk, "id");
-        if (const auto model = string_field(chunk, "model"); !model.empty())
-            builder_.set_model(model);
+        // Every chunk repeats the model: it is copied only when it changes.
+        if (const auto model = string_view_field(chunk, "model");
+            !model.empty() && model != builder_.model()) {
+            builder_.set_model(std::string(model));
+        }
 
         if (const auto choices = chunk.find("choices");
             choices != chunk.end() && choices->is_array()) {
-            for (const auto& choice : *choices) on_choice(choice, out);
+            for (auto& choice : *choices) on_choice(choice, out);
         }
         // Usage arrives on its own chunk (with `choices` empty or null) or, for some
         // servers, on the last content chunk; Groq also nests it under `x_groq`.
@@ -90,23 +93,29 @@ private:
         }
     }
 
-    void on_choice(const json& choice, std::vector<StreamEvent>& out) {
+    void on_choice(json& choice, std::vector<StreamEvent>& out) {
         // Only the first choice is modelled; n > 1 streams interleave the others.
         if (!choice.is_object() || count_field(choice, "index") != 0) return;
         if (const auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
             std::string text;
             std::string reasoning = decode_reasoning(*delta);
             if (const auto content = delta->find("content"); content != delta->end()) {
-                decode_content(*content, text, reasoning);
+                if (content->is_string()) {
+                    // The usual delta: its text is taken out of the parsed chunk, not copied.
+                    text = std::move(content->get_ref<std::string&>());
+                } else {
+                    decode_content(*content, text, reasoning);
+                }
             }
             if (!reasoning.empty()) {
                 builder_.add_reasoning(reasoning);
-                visible_.push(out,
-                              detail::delta_event(StreamEvent::Type::reasoning_delta, reasoning));
+                visible_.push(out, detail::delta_event(StreamEvent::Type::reasoning_delta,
+                                                       std::move(reasoning)));
             }
             if (!text.empty()) {
                 builder_.add_text(text);
-                visible_.push(out, detail::delta_event(StreamEvent::Type::text_delta, text));
+                visible_.push(out,
+                              detail::delta_event(StreamEvent::Type::text_delta, std::move(text)));
             }
             builder_.add_refusal(string_field(*delta, "refusal"));
             if (const auto calls = delta->find("tool_calls");
@@ -137,7 +146,7 @@ private:
             if ((!id.empty() && id != pending.id) || (!name.empty() && name != pending.name)) {
                 throw_invalid_response("the stream sent tool call " + std::to_string(index) +
                                            " again under another id or name",
-                                       origin_of(provider_, model_, nullptr, response_id_));
+                                       origin());
             }
         } else {
             if (!id.empty()) pending.id = std::move(id);
@@ -161,8 +170,7 @@ private:
             if (pending.id.empty()) pending.id = "call_" + std::to_string(index);
             if (!started_ids_.insert(pending.id).second) {
                 throw_invalid_response(
-                    "the stream sent two tool calls with the id \"" + pending.id + "\"",
-                    origin_of(provider_, model_, nullptr, response_id_));
+                    "the stream sent two tool calls with the id \"" + pending.id + "\"", origin());
             }
             pending.started = true;
             StreamEvent start;
@@ -187,7 +195,7 @@ private:
             if (pending.name.empty()) {
                 throw_invalid_response("the stream sent tool call " + std::to_string(index) +
                                            " arguments but never its name",
-                                       origin_of(provider_, model_, nullptr, response_id_));
+                                       origin());
             }
             if (pending.id.empty()) pending.id = "call_" + std::to_string(index);
             ToolCallPart call{pending.id, pending.name,
@@ -202,6 +210,10 @@ private:
         }
         builder_.set_request_id(response_id_);
         visible_.push(out, detail::done_event(builder_.build(provider_)));
+    }
+
+    [[nodiscard]] ErrorOrigin origin() const {
+        return origin_of(provider_, model_, nullptr, response_id_);
     }
 
     std::string provider_;

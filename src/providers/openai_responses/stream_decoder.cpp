@@ -97,7 +97,8 @@ private:
     void on_event(const SseEvent& event, std::vector<StreamEvent>& out) {
         if (finished_) return;
         if (event.data == "[DONE]") return;  // some compatible servers close with it
-        const json payload = parse_provider_json(event.data, origin(), "a stream event");
+        const json payload = parse_stream_json(
+            event.data, [this] { return origin(); }, "a stream event");
         if (!payload.is_object())
             throw_invalid_response("a stream event is not a JSON object", origin());
         std::string type = string_field(payload, "type");
