@@ -1,6 +1,7 @@
 #include "chat.hpp"
 
 #include "cli_tools.hpp"
+#include "line_editor.hpp"
 #include "offline_model.hpp"
 #include "output.hpp"
 #include "sessions.hpp"
@@ -61,6 +62,7 @@ struct Settings {
     bool tools = true;
     bool offline = false;
     bool json = false;
+    bool history = true;  // chat: keep the typed lines beside the store
     std::vector<std::string> positional;
 };
 
@@ -127,6 +129,8 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
             settings.tools = false;
         } else if (arg == "--offline") {
             settings.offline = true;
+        } else if (arg == "--no-history" && !for_send) {
+            settings.history = false;
         } else if (arg == "--dimensions" && for_embed) {
             settings.dimensions = parse_integer(arg, value(), 1, 1'000'000);
         } else if (arg == "--schema" && for_send && !for_embed) {
@@ -305,7 +309,8 @@ public:
           session_id_(settings_.session.empty() ? new_session_id() : settings_.session),
           conversation_(client_, conversation_options(settings_, model_, session_id_)),
           interactive_(isatty(STDIN_FILENO) != 0),
-          terminal_out_(isatty(STDOUT_FILENO) != 0) {}
+          terminal_out_(isatty(STDOUT_FILENO) != 0),
+          editor_(LineEditor::open(settings_.history ? history_path(settings_.store) : "")) {}
 
     int run() {
         const auto stored = conversation_.history().size();
@@ -319,10 +324,6 @@ public:
         Interrupts::on_interrupt([this] { interrupt(); });
         std::string line;
         for (;;) {
-            if (interactive_) {
-                fmt::print("you> ");
-                std::fflush(stdout);
-            }
             if (!read_message(line)) {
                 if (interactive_) fmt::print("\n");
                 break;
@@ -343,23 +344,39 @@ public:
 
 private:
     // One message: a line, and the lines after it while each ends with a backslash (which is
-    // dropped; the lines are joined with newlines). False at the end of the input, unless a
-    // continued message was under way.
+    // dropped) or arrived in one paste with the next; the lines are joined with newlines.
+    // False at the end of the input, unless a continued message was under way.
     bool read_message(std::string& message) {
         message.clear();
         std::string line;
-        for (bool first = true;; first = false) {
-            if (!first && interactive_) {
-                fmt::print("...> ");
-                std::fflush(stdout);
+        bool first = true;
+        for (;;) {
+            const char* prompt = first ? "you> " : "...> ";
+            bool pasted = false;
+            if (editor_) {
+                const auto got = editor_->read(prompt, line, pasted);
+                if (got == LineEditor::Read::end) return !first;
+                if (got == LineEditor::Read::interrupted) {
+                    fmt::print("(Ctrl-D or /exit quits)\n");
+                    message.clear();
+                    first = true;
+                    continue;
+                }
+                editor_->remember(line);
+            } else {
+                if (interactive_) {
+                    fmt::print("{}", prompt);
+                    std::fflush(stdout);
+                }
+                if (!std::getline(std::cin, line)) return !first;
+                if (!interactive_) fmt::print("{}{}\n", prompt, line);
             }
-            if (!std::getline(std::cin, line)) return !first;
-            if (!interactive_) fmt::print("{}{}\n", first ? "you> " : "...> ", line);
             if (!line.empty() && line.back() == '\r') line.pop_back();
-            const bool continued = !line.empty() && line.back() == '\\';
-            if (continued) line.pop_back();
+            const bool continued = pasted || (!line.empty() && line.back() == '\\');
+            if (continued && !pasted) line.pop_back();
             message += (first ? "" : "\n") + line;
             if (!continued) return true;
+            first = false;
         }
     }
 
@@ -508,6 +525,7 @@ private:
     ullm::Conversation conversation_;
     bool interactive_;
     bool terminal_out_;
+    std::unique_ptr<LineEditor> editor_;  ///< Null unless stdin and stdout are terminals.
     int failed_turns_ = 0;
     std::mutex mutex_;
     ullm::ConversationStream* stream_ = nullptr;

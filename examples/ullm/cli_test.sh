@@ -30,6 +30,10 @@ chat_offline() {
 }
 expect "a piped offline chat calls the calculator and answers" 0 \
     'ullm> 12 \* \(3 \+ 4\) = 84\.' chat_offline
+expect "a piped chat writes no history" 0 '^none$' \
+    sh -c "test -e '$store.history' && echo exists || echo none"
+expect "--no-history belongs to chat" 64 'unknown option --no-history' \
+    "$ullm" send --offline --no-history hi
 expect "show prints the answer" 0 '^12 \* \(3 \+ 4\) = 84\.$' \
     "$ullm" show piped --store "$store"
 expect "sessions lists it with its messages" 0 '^piped +[0-9T:-]+ +8 +\$0\.000000$' \
