@@ -207,7 +207,13 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
             "--base-url: run with --offline to try a scripted model without network");
     }
     std::string model = settings.model;
-    if (model.empty()) {
+    if (model.empty() && settings.provider == "openai") {
+        model = "gpt-4o-mini";
+    } else if (model.empty() && settings.provider == "anthropic") {
+        model = "claude-haiku-4-5";
+    } else if (model.empty() && settings.provider == "gemini") {
+        model = "gemini-2.5-flash";
+    } else if (model.empty()) {
         model = openai ? "gpt-4o-mini" : anthropic ? "claude-haiku-4-5" : "gemini-2.5-flash";
     }
     if (!settings.provider.empty() && model.find('/') == std::string::npos) {
@@ -216,18 +222,46 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
     return {ullm::Client::from_env({.session_store = std::move(store)}), model};
 }
 
+// What `--session` without `--model` did with the model the session last talked to.
+struct SessionModel {
+    bool restored = false;        ///< `settings.model` is now the stored model.
+    bool other_provider = false;  ///< Not restored: `--provider` names another provider.
+    std::string stored;           ///< The stored `provider/model`, empty when there is none.
+};
+
 // With `--session` and no `--model` (nor `--base-url`), the model the session last talked to,
-// when it fits the mode (an offline session resumes offline only). Returns whether it did.
-bool restore_session_model(Settings& settings, ullm::SessionStore& store) {
+// when it fits the mode (an offline session resumes offline only) and `--provider` (given, it
+// must be the stored model's provider: a model of another provider is never taken for it).
+SessionModel restore_session_model(Settings& settings, ullm::SessionStore& store) {
     if (settings.session.empty() || !settings.model.empty() || !settings.base_url.empty()) {
-        return false;
+        return {};
     }
-    const std::string stored = session_model(store, settings.session);
-    if (stored.empty()) return false;
+    SessionModel result{.stored = session_model(store, settings.session)};
+    const std::string& stored = result.stored;
+    if (stored.empty()) return result;
     const bool offline = stored.rfind("offline/", 0) == 0;
-    if (offline != settings.offline) return false;
+    if (offline != settings.offline) return result;
+    if (!settings.provider.empty() && stored.rfind(settings.provider + "/", 0) != 0) {
+        result.other_provider = true;
+        return result;
+    }
     settings.model = offline ? stored.substr(std::string("offline/").size()) : stored;
-    return true;
+    result.restored = true;
+    return result;
+}
+
+// The line on stderr that says whether `--session` went on with its stored model.
+void say_session_model(const char* command, const Settings& settings, const SessionModel& model) {
+    if (model.restored) {
+        std::fprintf(stderr, "ullm %s: session %s goes on with its model %s (--model changes it)\n",
+                     command, settings.session.c_str(), model.stored.c_str());
+    } else if (model.other_provider) {
+        std::fprintf(stderr,
+                     "ullm %s: session %s last used %s, not a model of --provider %s, so the "
+                     "default model is used (--model picks one)\n",
+                     command, settings.session.c_str(), model.stored.c_str(),
+                     settings.provider.c_str());
+    }
 }
 
 // The user message of a turn sent through `conversation`, recording its model.
@@ -599,9 +633,11 @@ int chat(const std::vector<std::string>& args) {
     return guarded("chat", [&] {
         Settings settings = parse(args, false);
         auto store = open_store(settings.store);
-        const bool restored = restore_session_model(settings, *store);
+        const SessionModel restored = restore_session_model(settings, *store);
+        if (!restored.restored) say_session_model("chat", settings, restored);
         auto [client, model] = make_client(settings, store);
-        ChatSession session(std::move(settings), std::move(client), std::move(model), restored);
+        ChatSession session(std::move(settings), std::move(client), std::move(model),
+                            restored.restored);
         return session.run();
     });
 }
@@ -625,7 +661,7 @@ int send(const std::vector<std::string>& args) {
         std::shared_ptr<ullm::SqliteSessionStore> store;
         if (!settings.session.empty()) {
             store = open_store(settings.store);
-            (void)restore_session_model(settings, *store);
+            say_session_model("send", settings, restore_session_model(settings, *store));
         }
         auto [client, model] = make_client(settings, store);
         ullm::ConversationOptions options = conversation_options(settings, model, settings.session);
