@@ -14,6 +14,7 @@
 #include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <ullm/conversation/snapshot.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
 
 #include <sys/stat.h>
@@ -283,6 +284,16 @@ int main(int argc, char** argv) {
         Session show(program, {"show", "broken", "--store", store});
         check(show.wait_for("ullm show: session \"broken\": at /") && show.wait_exit() == 1,
               "show refuses it too, with status 1");
+        // A session the library wrote, with no model recorded by ullm.
+        ullm::ConversationSnapshot plain{
+            .session_id = "plain",
+            .messages = {ullm::Message::user("hi"), ullm::Message::assistant("hello")}};
+        ullm::SqliteSessionStore::open(store)->put("", "plain",
+                                                   ullm::snapshot_to_json(plain).dump(), 0);
+        Session shown(program, {"show", "plain", "--store", store});
+        check(shown.wait_for("| Provider | (not recorded) |") &&
+                  shown.wait_for("| Model | (not recorded) |") && shown.wait_exit() == 0,
+              "show says a session without a recorded model has none");
         const auto kept = ullm::SqliteSessionStore::open(store)->get("", "broken");
         check(kept && kept->snapshot == corrupt && kept->version == 1,
               "and the stored session is left as it was");
