@@ -419,7 +419,9 @@ private:
         if (stream_ != nullptr) {
             stream_->cancel();
         } else {
-            fmt::print("\n(Ctrl-D or /exit quits)\nyou> ");
+            // With the line editor, SIGINT comes only between two reads; the next shows the
+            // prompt.
+            fmt::print("\n(Ctrl-D or /exit quits)\n{}", editor_ ? "" : "you> ");
             std::fflush(stdout);
         }
     }

@@ -97,7 +97,7 @@ public:
         if (bracketed_) std::fputs("\033[?2004l", stdout);
         if (interrupted_) {
             in_paste_ = false;
-            std::fputs("\n", stdout);
+            std::fputs("^C\n", stdout);
             std::fflush(stdout);
             return Read::interrupted;
         }
