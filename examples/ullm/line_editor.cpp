@@ -62,12 +62,14 @@ public:
         // While a line is edited Ctrl-C reaches the editor as a key, not as SIGINT (which
         // the chat's interrupt thread turns into cancelling a reply).
         el_set(editor_, EL_SETTY, "-d", "-isig", nullptr);
-        el_set(editor_, EL_ADDFN, "ullm-interrupt", "drop the line", &EditlineEditor::interrupt);
+        // Functions are added through the wide call: the narrow one copies their names and
+        // never frees the copies.
+        el_wset(editor_, EL_ADDFN, L"ullm-interrupt", L"drop the line", &EditlineEditor::interrupt);
         el_set(editor_, EL_BIND, "^C", "ullm-interrupt", nullptr);
         // A terminal in bracketed-paste mode wraps what is pasted in these two sequences.
-        el_set(editor_, EL_ADDFN, "ullm-paste-start", "a paste begins",
-               &EditlineEditor::paste_start);
-        el_set(editor_, EL_ADDFN, "ullm-paste-end", "a paste ends", &EditlineEditor::paste_end);
+        el_wset(editor_, EL_ADDFN, L"ullm-paste-start", L"a paste begins",
+                &EditlineEditor::paste_start);
+        el_wset(editor_, EL_ADDFN, L"ullm-paste-end", L"a paste ends", &EditlineEditor::paste_end);
         el_set(editor_, EL_BIND, "\\e[200~", "ullm-paste-start", nullptr);
         el_set(editor_, EL_BIND, "\\e[201~", "ullm-paste-end", nullptr);
         const char* term = std::getenv("TERM");
