@@ -214,6 +214,22 @@ void check_line_editing(const std::string& program, const std::string& store) {
         check(chat.wait_exit() == 0, "and quits");
     }
     check(read_text(history) == kept, "--no-history writes no history");
+    {
+        // A history that cannot be written is said once; the chat goes on.
+        const std::string blocked = store + "-blocked";
+        std::remove((blocked + ".history").c_str());
+        mkdir((blocked + ".history").c_str(), 0700);
+        Session chat(program, {"chat", "--offline", "--store", blocked});
+        chat.wait_for("you> ");
+        chat.type("What is 1+1?\n");
+        check(chat.wait_for("ullm chat: cannot write the history file " + blocked +
+                            ".history: Is a directory") &&
+                  chat.wait_for("1+1 = 2.") && chat.wait_for("you> "),
+              "a history file that cannot be written is said, and the chat goes on");
+        chat.type("\x04");
+        check(chat.wait_exit() == 0, "and quits");
+        rmdir((blocked + ".history").c_str());
+    }
 }
 
 int main(int argc, char** argv) {
