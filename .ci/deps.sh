@@ -5,7 +5,7 @@
 set -eu
 packages="g++ cmake ninja-build pkgconf git ca-certificates nlohmann-json3-dev libcurl4-openssl-dev
 libfmt-dev catch2 libsqlite3-dev libre2-dev json-schema-test-suite clang-format clang-14
-libclang-rt-14-dev"
+libclang-rt-14-dev libedit-dev"
 missing=""
 for package in $packages; do
     if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

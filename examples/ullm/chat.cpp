@@ -1,6 +1,7 @@
 #include "chat.hpp"
 
 #include "cli_tools.hpp"
+#include "line_editor.hpp"
 #include "offline_model.hpp"
 #include "output.hpp"
 #include "sessions.hpp"
@@ -61,6 +62,7 @@ struct Settings {
     bool tools = true;
     bool offline = false;
     bool json = false;
+    bool history = true;  // chat: keep the typed lines beside the store
     std::vector<std::string> positional;
 };
 
@@ -127,6 +129,8 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
             settings.tools = false;
         } else if (arg == "--offline") {
             settings.offline = true;
+        } else if (arg == "--no-history" && !for_send) {
+            settings.history = false;
         } else if (arg == "--dimensions" && for_embed) {
             settings.dimensions = parse_integer(arg, value(), 1, 1'000'000);
         } else if (arg == "--schema" && for_send && !for_embed) {
@@ -203,7 +207,13 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
             "--base-url: run with --offline to try a scripted model without network");
     }
     std::string model = settings.model;
-    if (model.empty()) {
+    if (model.empty() && settings.provider == "openai") {
+        model = "gpt-4o-mini";
+    } else if (model.empty() && settings.provider == "anthropic") {
+        model = "claude-haiku-4-5";
+    } else if (model.empty() && settings.provider == "gemini") {
+        model = "gemini-2.5-flash";
+    } else if (model.empty()) {
         model = openai ? "gpt-4o-mini" : anthropic ? "claude-haiku-4-5" : "gemini-2.5-flash";
     }
     if (!settings.provider.empty() && model.find('/') == std::string::npos) {
@@ -212,18 +222,46 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
     return {ullm::Client::from_env({.session_store = std::move(store)}), model};
 }
 
+// What `--session` without `--model` did with the model the session last talked to.
+struct SessionModel {
+    bool restored = false;        ///< `settings.model` is now the stored model.
+    bool other_provider = false;  ///< Not restored: `--provider` names another provider.
+    std::string stored;           ///< The stored `provider/model`, empty when there is none.
+};
+
 // With `--session` and no `--model` (nor `--base-url`), the model the session last talked to,
-// when it fits the mode (an offline session resumes offline only). Returns whether it did.
-bool restore_session_model(Settings& settings, ullm::SessionStore& store) {
+// when it fits the mode (an offline session resumes offline only) and `--provider` (given, it
+// must be the stored model's provider: a model of another provider is never taken for it).
+SessionModel restore_session_model(Settings& settings, ullm::SessionStore& store) {
     if (settings.session.empty() || !settings.model.empty() || !settings.base_url.empty()) {
-        return false;
+        return {};
     }
-    const std::string stored = session_model(store, settings.session);
-    if (stored.empty()) return false;
+    SessionModel result{.stored = session_model(store, settings.session)};
+    const std::string& stored = result.stored;
+    if (stored.empty()) return result;
     const bool offline = stored.rfind("offline/", 0) == 0;
-    if (offline != settings.offline) return false;
+    if (offline != settings.offline) return result;
+    if (!settings.provider.empty() && stored.rfind(settings.provider + "/", 0) != 0) {
+        result.other_provider = true;
+        return result;
+    }
     settings.model = offline ? stored.substr(std::string("offline/").size()) : stored;
-    return true;
+    result.restored = true;
+    return result;
+}
+
+// The line on stderr that says whether `--session` went on with its stored model.
+void say_session_model(const char* command, const Settings& settings, const SessionModel& model) {
+    if (model.restored) {
+        std::fprintf(stderr, "ullm %s: session %s goes on with its model %s (--model changes it)\n",
+                     command, settings.session.c_str(), model.stored.c_str());
+    } else if (model.other_provider) {
+        std::fprintf(stderr,
+                     "ullm %s: session %s last used %s, not a model of --provider %s, so the "
+                     "default model is used (--model picks one)\n",
+                     command, settings.session.c_str(), model.stored.c_str(),
+                     settings.provider.c_str());
+    }
 }
 
 // The user message of a turn sent through `conversation`, recording its model.
@@ -305,7 +343,8 @@ public:
           session_id_(settings_.session.empty() ? new_session_id() : settings_.session),
           conversation_(client_, conversation_options(settings_, model_, session_id_)),
           interactive_(isatty(STDIN_FILENO) != 0),
-          terminal_out_(isatty(STDOUT_FILENO) != 0) {}
+          terminal_out_(isatty(STDOUT_FILENO) != 0),
+          editor_(LineEditor::open(settings_.history ? history_path(settings_.store) : "")) {}
 
     int run() {
         const auto stored = conversation_.history().size();
@@ -319,10 +358,6 @@ public:
         Interrupts::on_interrupt([this] { interrupt(); });
         std::string line;
         for (;;) {
-            if (interactive_) {
-                fmt::print("you> ");
-                std::fflush(stdout);
-            }
             if (!read_message(line)) {
                 if (interactive_) fmt::print("\n");
                 break;
@@ -343,23 +378,39 @@ public:
 
 private:
     // One message: a line, and the lines after it while each ends with a backslash (which is
-    // dropped; the lines are joined with newlines). False at the end of the input, unless a
-    // continued message was under way.
+    // dropped) or arrived in one paste with the next; the lines are joined with newlines.
+    // False at the end of the input, unless a continued message was under way.
     bool read_message(std::string& message) {
         message.clear();
         std::string line;
-        for (bool first = true;; first = false) {
-            if (!first && interactive_) {
-                fmt::print("...> ");
-                std::fflush(stdout);
+        bool first = true;
+        for (;;) {
+            const char* prompt = first ? "you> " : "...> ";
+            bool pasted = false;
+            if (editor_) {
+                const auto got = editor_->read(prompt, line, pasted);
+                if (got == LineEditor::Read::end) return !first;
+                if (got == LineEditor::Read::interrupted) {
+                    fmt::print("(Ctrl-D or /exit quits)\n");
+                    message.clear();
+                    first = true;
+                    continue;
+                }
+                editor_->remember(line);
+            } else {
+                if (interactive_) {
+                    fmt::print("{}", prompt);
+                    std::fflush(stdout);
+                }
+                if (!std::getline(std::cin, line)) return !first;
+                if (!interactive_) fmt::print("{}{}\n", prompt, line);
             }
-            if (!std::getline(std::cin, line)) return !first;
-            if (!interactive_) fmt::print("{}{}\n", first ? "you> " : "...> ", line);
             if (!line.empty() && line.back() == '\r') line.pop_back();
-            const bool continued = !line.empty() && line.back() == '\\';
-            if (continued) line.pop_back();
+            const bool continued = pasted || (!line.empty() && line.back() == '\\');
+            if (continued && !pasted) line.pop_back();
             message += (first ? "" : "\n") + line;
             if (!continued) return true;
+            first = false;
         }
     }
 
@@ -368,7 +419,9 @@ private:
         if (stream_ != nullptr) {
             stream_->cancel();
         } else {
-            fmt::print("\n(Ctrl-D or /exit quits)\nyou> ");
+            // With the line editor, SIGINT comes only between two reads; the next shows the
+            // prompt.
+            fmt::print("\n(Ctrl-D or /exit quits)\n{}", editor_ ? "" : "you> ");
             std::fflush(stdout);
         }
     }
@@ -508,6 +561,7 @@ private:
     ullm::Conversation conversation_;
     bool interactive_;
     bool terminal_out_;
+    std::unique_ptr<LineEditor> editor_;  ///< Null unless stdin and stdout are terminals.
     int failed_turns_ = 0;
     std::mutex mutex_;
     ullm::ConversationStream* stream_ = nullptr;
@@ -581,9 +635,11 @@ int chat(const std::vector<std::string>& args) {
     return guarded("chat", [&] {
         Settings settings = parse(args, false);
         auto store = open_store(settings.store);
-        const bool restored = restore_session_model(settings, *store);
+        const SessionModel restored = restore_session_model(settings, *store);
+        if (!restored.restored) say_session_model("chat", settings, restored);
         auto [client, model] = make_client(settings, store);
-        ChatSession session(std::move(settings), std::move(client), std::move(model), restored);
+        ChatSession session(std::move(settings), std::move(client), std::move(model),
+                            restored.restored);
         return session.run();
     });
 }
@@ -607,7 +663,7 @@ int send(const std::vector<std::string>& args) {
         std::shared_ptr<ullm::SqliteSessionStore> store;
         if (!settings.session.empty()) {
             store = open_store(settings.store);
-            (void)restore_session_model(settings, *store);
+            say_session_model("send", settings, restore_session_model(settings, *store));
         }
         auto [client, model] = make_client(settings, store);
         ullm::ConversationOptions options = conversation_options(settings, model, settings.session);

@@ -30,6 +30,10 @@ chat_offline() {
 }
 expect "a piped offline chat calls the calculator and answers" 0 \
     'ullm> 12 \* \(3 \+ 4\) = 84\.' chat_offline
+expect "a piped chat writes no history" 0 '^none$' \
+    sh -c "test -e '$store.history' && echo exists || echo none"
+expect "--no-history belongs to chat" 64 'unknown option --no-history' \
+    "$ullm" send --offline --no-history hi
 expect "show prints the answer" 0 '^12 \* \(3 \+ 4\) = 84\.$' \
     "$ullm" show piped --store "$store"
 expect "sessions lists it with its messages" 0 '^piped +[0-9T:-]+ +8 +\$0\.000000$' \
@@ -43,6 +47,18 @@ expect "a session resumes with the model its last turn used" 0 \
            printf '/exit\n' | '$ullm' chat --offline --store '$store' --session switched"
 expect "--model wins over the session's" 0 'offline/scripted · session switched \(resumed, 2 messages\)' \
     sh -c "printf '/exit\n' | '$ullm' chat --offline --model scripted --store '$store' --session switched"
+printf '/model other\nhi\n' | "$ullm" chat --offline --store "$store" --session prov >/dev/null
+expect "send --session says on stderr that it goes on with the session's model" 0 \
+    '^ullm send: session prov goes on with its model offline/other .*1\+1 = 2\.$' \
+    sh -c "'$ullm' send --offline --store '$store' --session prov 'What is 1+1?' 2>&1 | tr '\n' ' ' | sed 's/ $//'"
+expect "--provider takes the stored model when it is that provider's" 0 \
+    'session prov goes on with its model offline/other' \
+    "$ullm" send --offline --provider offline --store "$store" --session prov 'What is 1+1?'
+expect "--provider never takes another provider's stored model" 0 \
+    'session prov last used offline/other, not a model of --provider openai, so the default model is used' \
+    "$ullm" send --offline --provider openai --store "$store" --session prov 'What is 1+1?'
+expect "that turn went to the default model" 0 'session prov goes on with its model offline/scripted' \
+    "$ullm" send --offline --store "$store" --session prov 'What is 1+1?'
 expect "show prints the tool call" 0 '\*\*Tool call\*\* `current_time`' \
     "$ullm" show piped --store "$store"
 expect "a resumed session counts its messages and keeps its model" 0 \

@@ -57,6 +57,7 @@ const char* const usage_text =
     "  --allow-dir DIR       let the model read text files under DIR\n"
     "  --no-tools            no tools (current_time and calculate are on by default)\n"
     "  --offline             a scripted model: no network, no key\n"
+    "  --no-history          chat: keep no history of typed lines (default: STORE.history)\n"
     "\n"
     "send also takes\n"
     "  --schema FILE         answer as JSON matching the JSON Schema in FILE, checked (prints it)\n"

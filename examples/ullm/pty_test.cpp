@@ -1,7 +1,10 @@
 // Drives `ullm chat --offline` through a pseudo-terminal, as a user at a keyboard would:
 // the reply streams in piece by piece, Ctrl-C mid-reply cancels the turn and the next prompt
 // works, and `--session` resumes the stored session after the process exits. Last, a session
-// whose stored snapshot is corrupt is refused in one line and left as it is.
+// whose stored snapshot is corrupt is refused in one line and left as it is. With libedit:
+// an arrow-up recalls the previous line, Ctrl-C drops the line being typed, lines pasted
+// together (or in a bracketed paste) are one message, the history survives a restart and
+// `--no-history` writes none.
 //
 //   ullm_cli_pty_test PATH_TO_ULLM SCRATCH_DIR
 //
@@ -11,13 +14,18 @@
 #include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <ullm/conversation/snapshot.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
 
+#include <sys/stat.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -25,6 +33,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int failures = 0;
+
+std::string read_text(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(file), {}};
+}
 
 void check(bool ok, const std::string& what) {
     std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
@@ -130,6 +143,95 @@ private:
 
 }  // namespace
 
+// Line editing and history (libedit): in `store`'s history file, `chat --no-history` writes
+// nothing.
+void check_line_editing(const std::string& program, const std::string& store) {
+    const std::string history = store + ".history";
+    std::remove(store.c_str());
+    std::remove(history.c_str());
+    const std::vector<std::string> args = {"chat", "--offline", "--store", store};
+    {
+        Session chat(program, args);
+        check(chat.wait_for("you> "), "a chat with history prompts");
+        chat.type("What is 2+3?\n");
+        check(chat.wait_for("2+3 = 5.") && chat.wait_for("you> "), "it answers a sum");
+        chat.type("\x1b[A");  // The up arrow, as a terminal sends it.
+        chat.type("\n");
+        check(chat.wait_for("What is 2+3?") && chat.wait_for("2+3 = 5.") && chat.wait_for("you> "),
+              "an arrow-up recalls the previous line, and Enter sends it again");
+
+        chat.type("What is\n2+3?\n");  // Two lines in one write: a paste.
+        check(chat.wait_for("...> 2+3?") && chat.wait_for("2+3 = 5.") && chat.wait_for("you> "),
+              "lines that arrive together are one message");
+        check(chat.output().find("I am the offline model") == std::string::npos,
+              "and their first line was not sent on its own");
+
+        chat.type("\x1b[200~What is\n");  // A bracketed paste, arriving in two pieces.
+        check(chat.wait_for("...> "), "a bracketed paste continues the message at its newline");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        chat.type("3+4?\n\x1b[201~");
+        check(chat.wait_for("...> "), "to its end");
+        chat.type("\n");
+        check(chat.wait_for("3+4 = 7.") && chat.wait_for("you> "),
+              "and Enter sends the pasted lines as one message");
+        check(chat.output().find("I am the offline model") == std::string::npos,
+              "none of them on its own");
+
+        chat.type("abc\x03");
+        check(chat.wait_for("(Ctrl-D or /exit quits)"), "Ctrl-C while typing drops the line");
+        chat.type("What is 6*7?\n");
+        check(chat.wait_for("6*7 = 42.") && chat.wait_for("you> "),
+              "and the next line is sent without it");
+        chat.type("\x04");
+        const int status = chat.wait_exit();
+        check(status == 0, "Ctrl-D quits (status " + std::to_string(status) + ")");
+        if (status != 0) std::printf("%s\n", chat.output().substr(chat.consumed()).c_str());
+    }
+    const std::string kept = read_text(history);
+    struct stat status {};
+    check(kept.find("\"What is 6*7?\"\n") != std::string::npos &&
+              kept.find("abc") == std::string::npos,
+          "the history file holds the lines sent, not the dropped one");
+    check(stat(history.c_str(), &status) == 0 && (status.st_mode & 0777) == 0600,
+          "and only its owner may read it");
+    {
+        Session again(program, args);
+        again.wait_for("you> ");
+        again.type("\x1b[A\n");
+        check(again.wait_for("6*7 = 42.") && again.wait_for("you> "),
+              "the history survives a restart of ullm chat");
+        again.type("\x04");
+        check(again.wait_exit() == 0, "and Ctrl-D quits");
+    }
+    {
+        auto quiet = args;
+        quiet.emplace_back("--no-history");
+        Session chat(program, quiet);
+        chat.wait_for("you> ");
+        chat.type("What is 8-1?\n");
+        check(chat.wait_for("8-1 = 7.") && chat.wait_for("you> "), "--no-history chats");
+        chat.type("\x04");
+        check(chat.wait_exit() == 0, "and quits");
+    }
+    check(read_text(history) == kept, "--no-history writes no history");
+    {
+        // A history that cannot be written is said once; the chat goes on.
+        const std::string blocked = store + "-blocked";
+        std::remove((blocked + ".history").c_str());
+        mkdir((blocked + ".history").c_str(), 0700);
+        Session chat(program, {"chat", "--offline", "--store", blocked});
+        chat.wait_for("you> ");
+        chat.type("What is 1+1?\n");
+        check(chat.wait_for("ullm chat: cannot write the history file " + blocked +
+                            ".history: Is a directory") &&
+                  chat.wait_for("1+1 = 2.") && chat.wait_for("you> "),
+              "a history file that cannot be written is said, and the chat goes on");
+        chat.type("\x04");
+        check(chat.wait_exit() == 0, "and quits");
+        rmdir((blocked + ".history").c_str());
+    }
+}
+
 int main(int argc, char** argv) {
     if (argc != 3) {
         std::fprintf(stderr, "usage: ullm_cli_pty_test PATH_TO_ULLM SCRATCH_DIR\n");
@@ -138,6 +240,7 @@ int main(int argc, char** argv) {
     const std::string program = argv[1];
     const std::string store = std::string(argv[2]) + "/pty-sessions.db";
     std::remove(store.c_str());
+    std::remove((store + ".history").c_str());
     const std::vector<std::string> args = {"chat", "--offline", "--store",
                                            store,  "--session", "pty-session"};
     {
@@ -197,10 +300,25 @@ int main(int argc, char** argv) {
         Session show(program, {"show", "broken", "--store", store});
         check(show.wait_for("ullm show: session \"broken\": at /") && show.wait_exit() == 1,
               "show refuses it too, with status 1");
+        // A session the library wrote, with no model recorded by ullm.
+        ullm::ConversationSnapshot plain{
+            .session_id = "plain",
+            .messages = {ullm::Message::user("hi"), ullm::Message::assistant("hello")}};
+        ullm::SqliteSessionStore::open(store)->put("", "plain",
+                                                   ullm::snapshot_to_json(plain).dump(), 0);
+        Session shown(program, {"show", "plain", "--store", store});
+        check(shown.wait_for("| Provider | (not recorded) |") &&
+                  shown.wait_for("| Model | (not recorded) |") && shown.wait_exit() == 0,
+              "show says a session without a recorded model has none");
         const auto kept = ullm::SqliteSessionStore::open(store)->get("", "broken");
         check(kept && kept->snapshot == corrupt && kept->version == 1,
               "and the stored session is left as it was");
     }
+#if ULLM_CLI_LIBEDIT
+    check_line_editing(program, std::string(argv[2]) + "/pty-history.db");
+#else
+    std::printf("     (no libedit: line editing and history not checked)\n");
+#endif
     std::printf("%s\n", failures == 0 ? "all pty checks passed" : "some pty checks FAILED");
     return failures == 0 ? 0 : 1;
 }

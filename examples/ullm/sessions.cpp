@@ -114,7 +114,9 @@ int show_session(const std::string& store_path, const std::string& session_id) {
         }
         const auto snapshot = ullm::parse_snapshot_text(stored->snapshot);
         // "provider/model" as the chat recorded it; the model id itself may hold slashes.
-        const std::string model = model_of(snapshot.messages);
+        // A session written by the library, or before ullm recorded models, has none.
+        std::string model = model_of(snapshot.messages);
+        if (model.empty()) model = "(not recorded)/(not recorded)";
         const auto slash = model.find('/');
         fmt::print("{}", ullm::render_markdown(
                              snapshot.messages,

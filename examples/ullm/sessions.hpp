@@ -2,6 +2,7 @@
 
 // Where `ullm` keeps its sessions, and the `sessions` and `show` commands.
 
+#include <ullm/core/json.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
 
 #include <memory>
