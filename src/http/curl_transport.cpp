@@ -325,7 +325,8 @@ private:
 
     // Notes that `transfer`'s reader has something new, to be woken by `wake_readers`.
     static void announce(Transfer& transfer) {
-        if (transfer.has_news) return;
+        // The reader of a whole response waits for its end only, which `finish` announces.
+        if (!transfer.streaming || transfer.has_news) return;
         transfer.has_news = true;
         transfer.news->push_back(&transfer);
     }

@@ -3,9 +3,12 @@
 // event fed byte by byte, many tiny events in one write). Prints its figures; build it in
 // Release.
 
+#include <ullm/client/client.hpp>
 #include <ullm/core/json.hpp>
 #include <ullm/http/line_splitter.hpp>
 #include <ullm/http/sse_parser.hpp>
+#include <ullm/http/transport.hpp>
+#include <ullm/providers/openai_chat.hpp>
 
 #include <fmt/core.h>
 
@@ -24,6 +27,43 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A transport whose every stream is one 200 response delivering `body` in a single read: a
+// client's whole stream path without a socket.
+class OneWriteTransport final : public ullm::Transport {
+public:
+    explicit OneWriteTransport(const std::string& body) : body_(body) {}
+
+    ullm::HttpResponse send(const ullm::HttpRequest&, std::stop_token) override {
+        throw std::runtime_error("not used");
+    }
+
+    std::unique_ptr<ullm::HttpStream> open_stream(const ullm::HttpRequest&,
+                                                  std::stop_token) override {
+        return std::make_unique<Stream>(body_);
+    }
+
+private:
+    class Stream final : public ullm::HttpStream {
+    public:
+        explicit Stream(const std::string& body) : body_(body) { head_.status = 200; }
+        const ullm::HttpResponseHead& head() override { return head_; }
+        bool read(std::string& out) override {
+            if (sent_) return false;
+            sent_ = true;
+            out.assign(body_);
+            return true;
+        }
+        void cancel() noexcept override {}
+
+    private:
+        const std::string& body_;
+        ullm::HttpResponseHead head_;
+        bool sent_ = false;
+    };
+
+    const std::string& body_;
+};
 
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -140,6 +180,62 @@ int main() try {
         fmt::print("  {:<40} {:8.1f} ms     ({:.2f} M events/s)\n",
                    "100000 small events in one write", per_write * 1e3,
                    static_cast<double>(r.items) / r.seconds / 1e6);
+    }
+
+    // The same two worst cases through a provider's whole stream decoder (SSE, JSON, events),
+    // as a stream of Chat Completions chunks: the figures issue 13 sets (8 MiB one byte per
+    // write under 100 ms; many events in one write in linear time).
+    fmt::print("OpenAI Chat Completions stream decoder\n");
+    const ullm::OpenAiChatProvider provider;
+    ullm::ChatRequest request;
+    request.model = "gpt-4o";
+    const auto chat_chunk = [](std::string_view text) {
+        return "data: {\"id\":\"c\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,"
+               "\"delta\":{\"content\":\"" +
+               std::string(text) + "\"}}]}\n\n";
+    };
+    {
+        const std::string wire =
+            chat_chunk(std::string(std::size_t{8} << 20, 'x')) + "data: [DONE]\n\n";
+        const auto decoder = provider.stream_decoder(request);
+        std::vector<ullm::StreamEvent> events;
+        std::size_t text = 0;
+        const auto start = Clock::now();
+        for (std::size_t i = 0; i < wire.size(); ++i) {
+            decoder->feed(std::string_view(wire).substr(i, 1), events);
+            for (const auto& event : events) text += event.delta.size();
+            events.clear();
+        }
+        decoder->finish(events);
+        const double elapsed = seconds_since(start);
+        fmt::print("  {:<40} {:8.1f} ms     ({:.1f} ns/byte, text {} bytes)\n",
+                   "one 8 MiB event fed one byte at a time", elapsed * 1e3,
+                   elapsed * 1e9 / static_cast<double>(wire.size()), text);
+    }
+    for (const int count : {1000, 10000, 100000}) {
+        std::string wire;
+        for (int i = 0; i < count; ++i) wire += chat_chunk("w" + std::to_string(i));
+        wire += "data: [DONE]\n\n";
+        ullm::ClientOptions options;
+        options.transport = std::make_shared<OneWriteTransport>(wire);
+        options.providers.push_back(std::make_shared<ullm::OpenAiChatProvider>(
+            ullm::OpenAiChatOptions{.api_key = "sk-bench"}));
+        options.default_model = "openai/gpt-4o";
+        const ullm::Client client(options);
+        const Result r = repeat(0.5, [&] {
+            ullm::ChatRequest one_request;
+            one_request.messages.push_back(ullm::Message::user("hi"));
+            Result one;
+            for (const auto& event : client.stream(std::move(one_request))) {
+                if (event.text_delta() != nullptr) one.items += 1;
+            }
+            one.bytes = wire.size();
+            return one;
+        });
+        const double per_write = r.seconds / (static_cast<double>(r.items) / count);
+        fmt::print(
+            "  {:>6} events in one read (ChatStream){:<4} {:8.2f} ms     ({:.0f} ns/event)\n",
+            count, "", per_write * 1e3, per_write * 1e9 / count);
     }
 
     // The NDJSON and JSON-array corpora: every recorded payload line that is valid JSON.

@@ -140,6 +140,12 @@ private:
             skip_lf_ = false;
             if (chunk.front() == '\n') chunk.remove_prefix(1);
         }
+        if (!line_.empty() && chunk.size() <= short_chunk && !has_line_end(chunk)) {
+            // A few more bytes of a long line (a stream arriving a byte or two per read): the
+            // memchr set-up of the finder would cost more than the bytes.
+            append_partial(chunk);
+            return;
+        }
         LineEndFinder finder(chunk);
         std::size_t start = 0;
         if (!line_.empty()) {
@@ -164,6 +170,15 @@ private:
             start = consume_terminator(chunk, end);
             if (ready) on_event(std::move(ready_));
         }
+    }
+
+    static constexpr std::size_t short_chunk = 16;
+
+    static bool has_line_end(std::string_view chunk) noexcept {
+        for (const char c : chunk) {
+            if (c == '\n' || c == '\r') return true;
+        }
+        return false;
     }
 
     /// Finds line terminators (CR or LF) in one chunk; amortised linear over increasing
