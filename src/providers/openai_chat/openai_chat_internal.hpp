@@ -48,7 +48,22 @@ ProviderFailure failure_from_body(const json& body, int status);
 // anything else, quoted), with the delay its headers ask for.
 [[noreturn]] void throw_status_failure(const HttpResponse& response, const ErrorOrigin& origin);
 
-// Streaming (stream_decoder.cpp)
+// Streaming (stream_decoder.cpp, text_chunk_reader.cpp)
+
+/// What a plain text delta chunk says.
+struct TextChunk {
+    std::string id;
+    std::string model;
+    std::string content;
+};
+
+/// Reads `data` when it is a plain text delta: an object of only `id`, `object`, `created`,
+/// `model`, `system_fingerprint`, `service_tier`, `obfuscation`, null `usage` and at most one
+/// choice of index 0 with a `delta` of string or null `content`, a `role` and null `refusal`,
+/// with null `logprobs` and `finish_reason`; no key twice. Builds no DOM. Returns false for
+/// anything else, invalid JSON included: the general decoder then reads it (and reports its
+/// errors). What it accepts, the general decoder reads to the same effect.
+[[nodiscard]] bool read_text_chunk(std::string_view data, TextChunk& out);
 
 /// The decoder of a Chat Completions stream (SSE).
 std::unique_ptr<StreamDecoder> make_stream_decoder(std::string provider, std::string model);

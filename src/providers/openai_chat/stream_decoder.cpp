@@ -1,6 +1,7 @@
 #include "openai_chat_internal.hpp"
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/stream_fast_path.hpp>
 #include <ullm/http/sse_parser.hpp>
 
 #include <map>
@@ -27,7 +28,8 @@ public:
     ChatStreamDecoder(std::string provider, std::string model)
         : provider_(std::move(provider)),
           model_(std::move(model)),
-          reasoning_apart_(provider_ == "xai") {}
+          reasoning_apart_(provider_ == "xai"),
+          fast_path_(stream_fast_paths()) {}
 
     void feed(std::string_view bytes, std::vector<StreamEvent>& out) override {
         parser_.feed(bytes, [&](SseEvent&& event) { on_event(event, out); });
@@ -52,6 +54,12 @@ private:
         if (event.data == "[DONE]") {
             done_seen_ = true;
             complete(out);
+            return;
+        }
+        // The usual chunk, a piece of text, is read without a DOM; a usage carried over from
+        // a choice (Moonshot) is reported by the general path.
+        if (fast_path_ && choice_usage_.is_null() && read_text_chunk(event.data, text_chunk_)) {
+            on_text_chunk(out);
             return;
         }
         json chunk = parse_stream_json(
@@ -90,6 +98,19 @@ private:
             update.type = StreamEvent::Type::usage_update;
             update.usage = builder_.usage();
             visible_.push(out, std::move(update));
+        }
+    }
+
+    // The general path's effect on a chunk that `read_text_chunk` accepted.
+    void on_text_chunk(std::vector<StreamEvent>& out) {
+        if (response_id_.empty()) response_id_ = std::move(text_chunk_.id);
+        if (!text_chunk_.model.empty() && text_chunk_.model != builder_.model()) {
+            builder_.set_model(text_chunk_.model);
+        }
+        if (!text_chunk_.content.empty()) {
+            builder_.add_text(text_chunk_.content);
+            visible_.push(out, detail::delta_event(StreamEvent::Type::text_delta,
+                                                   std::move(text_chunk_.content)));
         }
     }
 
@@ -219,6 +240,8 @@ private:
     std::string provider_;
     std::string model_;
     bool reasoning_apart_;
+    bool fast_path_;
+    TextChunk text_chunk_;  ///< The last chunk the fast path read (its buffers reused).
     SseParser parser_;
     detail::ResponseBuilder builder_;
     detail::VisibleEvents visible_;
