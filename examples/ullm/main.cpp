@@ -55,6 +55,8 @@ const char* const usage_text =
     "  --max-tool-rounds N   tool rounds per turn (0..100, default 5)\n"
     "  --window N            send only the last N messages\n"
     "  --allow-dir DIR       let the model read text files under DIR\n"
+    "  --mcp 'COMMAND ARGS'  add the tools of an MCP server started over stdio (words split\n"
+    "                        at spaces; repeat for more servers; see docs/mcp.md)\n"
     "  --no-tools            no tools (current_time and calculate are on by default)\n"
     "  --offline             a scripted model: no network, no key\n"
     "\n"

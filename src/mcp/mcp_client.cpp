@@ -53,11 +53,22 @@ std::string McpToolResult::text() const {
 }
 
 struct McpClient::State {
+    // An error to throw, kept as plain values: an exception object is never shared between
+    // threads (its message string may be reference-counted), each throw makes a fresh one.
+    struct Failure {
+        ErrorCode code;
+        std::string message;
+        std::int64_t rpc_code = 0;
+        explicit Failure(const McpError& error)
+            : code(error.error_code()), message(error.message()), rpc_code(error.rpc_code()) {}
+        [[noreturn]] void raise() const { throw McpError(code, message, rpc_code); }
+    };
+
     // A request waiting for its answer.
     struct Pending {
         bool done = false;
         json result;
-        std::optional<McpError> error;
+        std::optional<Failure> error;
         std::function<void(const McpProgress&)> on_progress;
     };
 
@@ -73,7 +84,7 @@ struct McpClient::State {
     std::condition_variable answered;
     std::int64_t next_id = 1;
     std::map<std::int64_t, std::shared_ptr<Pending>> pending;
-    std::optional<McpError> failure;  // set once: every later request fails with it
+    std::optional<Failure> failure;  // set once: every later request fails with it
     bool tools_changed = false;
 
     explicit State(McpStdioOptions stdio_options)
@@ -96,7 +107,7 @@ struct McpClient::State {
     // Fails every waiting request, and every later one, with `error` (the first failure wins).
     void fail(const McpError& error) {
         std::lock_guard lock(mutex);
-        if (!failure) failure = error;
+        if (!failure) failure.emplace(error);
         for (auto& [id, waiting] : pending) {
             waiting->error = *failure;
             waiting->done = true;
@@ -161,9 +172,9 @@ struct McpClient::State {
                     code = c->get<std::int64_t>();
                 text = string_field(*error, "message");
             }
-            waiting.error = McpError(
+            waiting.error.emplace(McpError(
                 ErrorCode::mcp_server_error,
-                "the MCP server answered with error " + std::to_string(code) + ": " + text, code);
+                "the MCP server answered with error " + std::to_string(code) + ": " + text, code));
         }
         waiting.done = true;
         pending.erase(found);
@@ -221,7 +232,7 @@ struct McpClient::State {
     void send(const json& message, Clock::time_point deadline) {
         {
             std::lock_guard lock(mutex);
-            if (failure) throw *failure;
+            if (failure) failure->raise();
         }
         process.write_line(dump_line(message), deadline);
     }
@@ -234,7 +245,7 @@ struct McpClient::State {
         std::int64_t id = 0;
         {
             std::lock_guard lock(mutex);
-            if (failure) throw *failure;
+            if (failure) failure->raise();
             id = next_id++;
             pending.emplace(id, waiting);
         }
@@ -264,7 +275,7 @@ struct McpClient::State {
             }
         }
         if (waiting->done) {
-            if (waiting->error) throw *waiting->error;
+            if (waiting->error) waiting->error->raise();
             return std::move(waiting->result);
         }
         pending.erase(id);

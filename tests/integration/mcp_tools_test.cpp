@@ -90,6 +90,7 @@ TEST_CASE("a conversation calls a tool of server-everything and keeps its result
 }
 
 TEST_CASE("a streamed turn shows the MCP tool call and its result as events", "[mcp]") {
+    ullm::test::NoLeaks no_leaks;
     auto client = ullm::McpClient::spawn(ullm::test::everything_server());
     ullm::test::ScriptedClient s;
     s.provider->push_tool_call("get-sum", {{"a", 2}, {"b", 3}}, "", "call_s");
@@ -150,6 +151,7 @@ TEST_CASE("a conversation writes and reads files through server-filesystem", "[m
 }
 
 TEST_CASE("mcp_tools prefixes clashing names with the server's alias", "[mcp]") {
+    ullm::test::NoLeaks no_leaks;
     ullm::test::TempDir a_dir("mcp-a");
     ullm::test::TempDir b_dir("mcp-b");
     auto a_options = ullm::test::filesystem_server(a_dir.path());
@@ -185,6 +187,7 @@ TEST_CASE("mcp_tools prefixes clashing names with the server's alias", "[mcp]") 
 
 TEST_CASE("mcp_tools refuses tools whose schemas break the define_tool rules, one by one",
           "[mcp]") {
+    ullm::test::NoLeaks no_leaks;
     auto client = ullm::McpClient::spawn(ullm::test::misbehaving_server("bad-tools"));
     const auto set = ullm::mcp_tools(client, {.taken_names = {}});
     const auto names = names_of(set.tools);
