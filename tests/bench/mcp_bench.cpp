@@ -1,6 +1,7 @@
 // Round-trip figures of McpClient over stdio against the reference server-everything (pinned in
 // tests/mcp): `tools/call echo` from this process to the node server and back, and `tools/list`
-// plus the `mcp_tools` conversion. Prints percentiles; not part of ctest.
+// plus the `mcp_tools` conversion, also of 10,000 tools from the fixture server. Prints
+// percentiles; not part of ctest.
 //
 // Usage: ullm_bench_mcp [CALLS]   (default 2000, after 200 calls of warm-up)
 
@@ -68,5 +69,22 @@ int main(int argc, char** argv) {
     }
     report("tools/list", listing);
     report(fmt::format("mcp_tools ({} tools, list included)", tools).c_str(), converting);
+
+    // 10,000 tools in 100 pages, from the fixture server of the fault tests.
+    auto many = ullm::McpClient::spawn(
+        {.command = {ULLM_BENCH_NODE, std::string(ULLM_BENCH_MCP_DIR) + "/misbehaving_server.mjs",
+                     "many-tools"}});
+    std::vector<double> many_listing;
+    std::vector<double> many_converting;
+    for (int i = 0; i < 5; ++i) {
+        auto started = Clock::now();
+        tools = many.list_tools().size();
+        many_listing.push_back(micros(Clock::now() - started));
+        started = Clock::now();
+        tools = ullm::mcp_tools(many).tools.size();
+        many_converting.push_back(micros(Clock::now() - started));
+    }
+    report(fmt::format("tools/list of {} tools (100 pages)", tools).c_str(), many_listing);
+    report("mcp_tools of them (list included)", many_converting);
     return 0;
 }

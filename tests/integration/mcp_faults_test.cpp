@@ -163,3 +163,28 @@ TEST_CASE("close kills a server that ignores end of input and SIGTERM, and its c
     // Every process of its group is gone (an orphaned grandchild is reaped by init).
     ullm::test::wait_until([&] { return ::kill(-group, 0) == -1 && errno == ESRCH; });
 }
+
+TEST_CASE("10,000 tools in 100 pages are all listed; a cursor that repeats is refused", "[mcp]") {
+    ullm::test::NoLeaks no_leaks;
+    {
+        auto client = ullm::McpClient::spawn(misbehaving_server("many-tools"));
+        const auto tools = client.list_tools();
+        REQUIRE(tools.size() == 10'000);
+        CHECK(tools.back().name == "tool_9999");
+        const auto set = ullm::mcp_tools(client);
+        CHECK(set.tools.size() == 10'000);
+        CHECK(set.rejected.empty());
+    }
+    {
+        auto client = ullm::McpClient::spawn(misbehaving_server("loop-cursor"));
+        try {
+            (void)client.list_tools();
+            FAIL("no error");
+        } catch (const ullm::McpError& error) {
+            CHECK(error.code() == "mcp_protocol_error");
+            CHECK(error.message().find("repeated the cursor") != std::string::npos);
+        }
+        // Only the listing failed: the connection goes on.
+        CHECK(client.call_tool("tool_1").text() == "answer of tool_1");
+    }
+}

@@ -12,6 +12,8 @@
 //   pinging         after initialized: sends ping and an unknown request, and reports the answers
 //                   in the result of the next tools/call; answers tools/call with a batch
 //   stubborn        ignores end of input and SIGTERM, and has a child process (a grandchild)
+//   many-tools      tools/list: 10,000 tools in 100 pages of 100
+//   loop-cursor     tools/list: every page names the same nextCursor
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
@@ -25,7 +27,16 @@ if (mode === "stubborn") {
   setInterval(() => {}, 1000);
 }
 
+const manyTools = Array.from({ length: 100 }, (_, page) =>
+  Array.from({ length: 100 }, (_, i) => ({
+    name: `tool_${page * 100 + i}`,
+    description: `Tool number ${page * 100 + i}`,
+    inputSchema: { type: "object", properties: { value: { type: "string", maxLength: 100 } }, required: ["value"] },
+  })));
+
 const tools = {
+  "many-tools": manyTools,
+  "loop-cursor": [manyTools[0], manyTools[1]],
   "bad-tools": [
     [
       { name: "good", description: "A good tool", inputSchema: { type: "object", properties: { x: { type: "integer" } }, required: ["x"] } },
@@ -54,6 +65,7 @@ function onRequest(message) {
     const page = params?.cursor ? Number(params.cursor) : 0;
     const result = { tools: pages[page] };
     if (page + 1 < pages.length) result.nextCursor = String(page + 1);
+    if (mode === "loop-cursor") result.nextCursor = "1";
     send({ jsonrpc: "2.0", id, result });
     return;
   }
