@@ -4,6 +4,8 @@
 
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
+#include <ullm/dialog/dialog.hpp>
+#include <ullm/dialog/tool_adapter.hpp>
 #include <ullm/mcp/mcp_tools.hpp>
 #include <ullm/providers/scripted_provider.hpp>
 
@@ -219,4 +221,31 @@ TEST_CASE("mcp_tools refuses tools whose schemas break the define_tool rules, on
     // A name the conversation already has is prefixed.
     const auto beside = ullm::mcp_tools(client, {.taken_names = {"good"}});
     CHECK(contains(names_of(beside.tools), "misbehaving_bad-tools__good"));
+}
+
+TEST_CASE("a dialog calls a tool of server-everything through dialog_tools", "[mcp]") {
+    ullm::test::NoLeaks no_leaks;
+    auto client = ullm::McpClient::spawn(ullm::test::everything_server());
+    auto space = std::make_shared<ullm::CellSpace>();
+    ullm::test::ScriptedClient s;
+    s.provider->push_tool_call("echo", {{"message", "from a dialog"}}, "", "call_d");
+    s.provider->push_tool_call("get-sum", {{"a", "x"}, {"b", 1}}, "", "call_bad");
+    s.provider->push_text("Echoed.");
+    {
+        ullm::Dialog dialog(s.client, space,
+                            {.tools = ullm::dialog_tools(ullm::mcp_tools(client).tools, *space),
+                             .builtin_tools = false});
+        const auto turn = dialog.send("alice", "echo something");
+        CHECK(turn.error_code.empty());
+        const auto transcript = dialog.transcript("alice");
+        REQUIRE(transcript.size() == 6);
+        const auto echoed = transcript[2].tool_results();
+        REQUIRE(echoed.size() == 1);
+        CHECK_FALSE(echoed[0].is_error);
+        CHECK(echoed[0].result.dump().find("Echo: from a dialog") != std::string::npos);
+        const auto refused = transcript[4].tool_results();
+        REQUIRE(refused.size() == 1);
+        CHECK(refused[0].is_error);  // checked before the server sees it
+    }
+    client.close();
 }
