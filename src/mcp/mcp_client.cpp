@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "http_transport.hpp"
 #include "stdio_process.hpp"
 
 namespace ullm {
@@ -73,7 +74,7 @@ struct McpClient::State {
     };
 
     McpStdioOptions options;
-    detail::mcp::StdioProcess process;
+    std::unique_ptr<detail::mcp::McpTransport> transport;
     std::string protocol_version;
     json server_info = json::object();
     json server_capabilities = json::object();
@@ -87,21 +88,21 @@ struct McpClient::State {
     std::optional<Failure> failure;  // set once: every later request fails with it
     bool tools_changed = false;
 
-    explicit State(McpStdioOptions stdio_options)
-        : options(std::move(stdio_options)), process(options) {}
+    State(McpStdioOptions client_options, std::unique_ptr<detail::mcp::McpTransport> connection)
+        : options(std::move(client_options)), transport(std::move(connection)) {}
 
     ~State() { close(); }
     State(const State&) = delete;
     State& operator=(const State&) = delete;
 
     void start() {
-        process.start({.on_line = [this](std::string_view line) { on_line(line); },
-                       .on_failure = [this](const McpError& error) { fail(error); }});
+        transport->start({.on_line = [this](std::string_view line) { on_line(line); },
+                          .on_failure = [this](const McpError& error) { fail(error); }});
     }
 
     void close() noexcept {
         fail(McpError(ErrorCode::mcp_server_exited, "the MCP client was closed"));
-        process.close();
+        transport->close();
     }
 
     // Fails every waiting request, and every later one, with `error` (the first failure wins).
@@ -223,7 +224,7 @@ struct McpClient::State {
             reply["error"] = {{"code", -32601}, {"message", "Method not found: " + method}};
         }
         try {
-            process.write_line(dump_line(reply), Clock::now() + std::chrono::seconds(1));
+            transport->write_line(dump_line(reply), Clock::now() + std::chrono::seconds(1));
         } catch (const McpError&) {
             // The connection is failing; the reader reports that on its own.
         }
@@ -234,7 +235,7 @@ struct McpClient::State {
             std::lock_guard lock(mutex);
             if (failure) failure->raise();
         }
-        process.write_line(dump_line(message), deadline);
+        transport->write_line(dump_line(message), deadline);
     }
 
     json request(const std::string& method, json params, const McpCallOptions& call,
@@ -311,7 +312,7 @@ struct McpClient::State {
             if (error.error_code() != ErrorCode::mcp_timeout) throw;
             std::string text = "the MCP server did not answer initialize within " +
                                std::to_string(options.initialize_timeout.count()) + " ms";
-            if (const auto tail = process.stderr_tail(); !tail.empty())
+            if (const auto tail = transport->stderr_tail(); !tail.empty())
                 text += "; its stderr ends: " + tail;
             throw McpError(ErrorCode::mcp_timeout, text);
         }
@@ -328,6 +329,7 @@ struct McpClient::State {
                                "; ullm offered " + options.protocol_version + " and speaks " +
                                "2025-11-25, 2025-06-18 and 2025-03-26");
         }
+        transport->set_protocol_version(protocol_version);
         if (result.contains("serverInfo") && result["serverInfo"].is_object())
             server_info = result["serverInfo"];
         if (result.contains("capabilities") && result["capabilities"].is_object())
@@ -375,9 +377,24 @@ struct McpClient::State {
 };
 
 McpClient McpClient::spawn(McpStdioOptions options) {
-    auto state = std::make_shared<State>(std::move(options));
+    auto transport = std::make_unique<detail::mcp::StdioProcess>(options);
+    auto state = std::make_shared<State>(std::move(options), std::move(transport));
     state->start();
     state->initialize();  // on a throw, the state's destructor kills and reaps the child
+    return McpClient(std::move(state));
+}
+
+McpClient McpClient::connect(McpHttpOptions options) {
+    McpStdioOptions session;
+    session.alias = options.alias;
+    session.protocol_version = options.protocol_version;
+    session.initialize_timeout = options.initialize_timeout;
+    session.request_timeout = options.request_timeout;
+    session.on_tools_changed = options.on_tools_changed;
+    auto state = std::make_shared<State>(std::move(session),
+                                         std::make_unique<detail::mcp::HttpTransport>(options));
+    state->start();
+    state->initialize();
     return McpClient(std::move(state));
 }
 
@@ -397,10 +414,10 @@ const std::string& McpClient::alias() const noexcept {
     return state_->alias;
 }
 int McpClient::pid() const noexcept {
-    return static_cast<int>(state_->process.pid());
+    return state_->transport->pid();
 }
 std::string McpClient::stderr_tail() const {
-    return state_->process.stderr_tail();
+    return state_->transport->stderr_tail();
 }
 
 json McpClient::request(const std::string& method, json params, const McpCallOptions& options) {

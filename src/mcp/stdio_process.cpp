@@ -170,7 +170,7 @@ StdioProcess::~StdioProcess() {
     close();
 }
 
-void StdioProcess::start(StdioHandlers handlers) {
+void StdioProcess::start(TransportHandlers handlers) {
     handlers_ = std::move(handlers);
     reader_ = std::thread([this] { read_loop(); });
 }

@@ -7,6 +7,8 @@
 
 #include <ullm/mcp/mcp_client.hpp>
 
+#include "mcp_transport.hpp"
+
 #include <sys/types.h>
 #include <chrono>
 #include <cstddef>
@@ -18,35 +20,30 @@
 
 namespace ullm::detail::mcp {
 
-// What the reader thread reports: each complete line of stdout, and at most one failure
-// (the server's output ended, a line too long), after which it stops.
-struct StdioHandlers {
-    std::function<void(std::string_view line)> on_line;
-    std::function<void(const McpError& failure)> on_failure;
-};
-
-class StdioProcess {
+class StdioProcess final : public McpTransport {
 public:
     // Spawns `options.command`; throws McpError mcp_spawn_failed. Does not start reading.
     explicit StdioProcess(const McpStdioOptions& options);
-    ~StdioProcess();
+    ~StdioProcess() override;
     StdioProcess(const StdioProcess&) = delete;
     StdioProcess& operator=(const StdioProcess&) = delete;
 
-    // Starts the reader thread; the handlers run on it.
-    void start(StdioHandlers handlers);
+    // Starts the reader thread; the handlers run on it: each complete line of stdout, and at
+    // most one failure (the server's output ended, a line too long), after which it stops.
+    void start(TransportHandlers handlers) override;
 
     // Writes `line` and a newline to the child's stdin, waiting for room until `deadline`.
     // Throws McpError mcp_server_exited (stdin closed) or mcp_timeout. Thread-safe.
-    void write_line(const std::string& line, std::chrono::steady_clock::time_point deadline);
+    void write_line(const std::string& line,
+                    std::chrono::steady_clock::time_point deadline) override;
 
     // Closes stdin, waits for the child, then SIGTERM and SIGKILL to its group, reaps it, stops
     // the reader thread and closes every descriptor. Idempotent. Must not run on the reader
     // thread.
-    void close() noexcept;
+    void close() noexcept override;
 
-    [[nodiscard]] pid_t pid() const noexcept { return pid_; }
-    [[nodiscard]] std::string stderr_tail() const;
+    [[nodiscard]] int pid() const noexcept override { return static_cast<int>(pid_); }
+    [[nodiscard]] std::string stderr_tail() const override;
     // "exit status N" / "killed by signal N" once the child has exited, else empty.
     [[nodiscard]] std::string exit_description() const;
 
@@ -66,7 +63,7 @@ private:
     int stderr_fd_ = -1;
     int wake_read_fd_ = -1;
     int wake_write_fd_ = -1;
-    StdioHandlers handlers_;
+    TransportHandlers handlers_;
     std::thread reader_;
     std::string line_;          // the reader's partial line
     bool failed_ = false;       // reader thread only

@@ -7,9 +7,21 @@
 
 #include <ullm/mcp/mcp_client.hpp>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
+#include <fcntl.h>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -60,6 +72,78 @@ inline McpStdioOptions misbehaving_server(const std::string& mode) {
     options.shutdown_grace = std::chrono::milliseconds(300);
     return options;
 }
+
+// server-everything in Streamable HTTP mode on a free port of 127.0.0.1 (it listens on every
+// interface: fine for a short test), started with posix_spawn and killed and reaped when the
+// object goes. `url()` is its endpoint; the constructor waits (at most 20 s) until it accepts
+// connections.
+class EverythingHttpServer {
+public:
+    EverythingHttpServer() {
+        port_ = free_port();
+        const std::string script = mcp_reference_server("everything");
+        std::vector<std::string> arguments = {node_program(), script, "streamableHttp"};
+        std::vector<std::string> environment = {"PORT=" + std::to_string(port_),
+                                                std::string("PATH=") + std::getenv("PATH")};
+        std::vector<char*> argv;
+        for (auto& argument : arguments) argv.push_back(argument.data());
+        argv.push_back(nullptr);
+        std::vector<char*> envp;
+        for (auto& variable : environment) envp.push_back(variable.data());
+        envp.push_back(nullptr);
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+        const int spawned =
+            posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+        posix_spawn_file_actions_destroy(&actions);
+        REQUIRE(spawned == 0);
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!accepts() && std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        REQUIRE(accepts());
+    }
+    ~EverythingHttpServer() {
+        ::kill(pid_, SIGKILL);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+    }
+    EverythingHttpServer(const EverythingHttpServer&) = delete;
+    EverythingHttpServer& operator=(const EverythingHttpServer&) = delete;
+
+    [[nodiscard]] std::string url() const {
+        return "http://127.0.0.1:" + std::to_string(port_) + "/mcp";
+    }
+
+private:
+    static int free_port() {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+        socklen_t size = sizeof address;
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+        ::close(fd);
+        return ntohs(address.sin_port);
+    }
+    [[nodiscard]] bool accepts() const {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(static_cast<std::uint16_t>(port_));
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+        ::close(fd);
+        return ok;
+    }
+
+    int port_ = 0;
+    pid_t pid_ = -1;
+};
 
 // How many descriptors this process has open.
 inline int open_descriptor_count() {

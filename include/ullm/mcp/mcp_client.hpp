@@ -1,7 +1,7 @@
 #pragma once
 
-/// `McpClient`: a Model Context Protocol client (JSON-RPC 2.0 over the stdio transport) that
-/// starts an MCP server as a child process, negotiates a protocol version and calls the
+/// `McpClient`: a Model Context Protocol client (JSON-RPC 2.0 over stdio, with the server as a
+/// child process, or over Streamable HTTP) that negotiates a protocol version and calls the
 /// server's tools, resources and prompts. `McpError` is what it throws. See docs/mcp.md.
 
 #include <ullm/core/error.hpp>
@@ -79,6 +79,28 @@ struct McpStdioOptions {
     std::function<void()> on_tools_changed;
 };
 
+/// How to talk to an MCP server over Streamable HTTP (one endpoint, POST per message, answers
+/// as JSON or as an event stream).
+struct McpHttpOptions {
+    /// The endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    std::string url;
+    /// Headers sent with every request (e.g. `Authorization`; their values never appear in
+    /// errors).
+    std::map<std::string, std::string> headers;
+    /// As `McpStdioOptions::alias`.
+    std::string alias;
+    /// As `McpStdioOptions::protocol_version`.
+    std::string protocol_version = "2025-06-18";
+    /// As `McpStdioOptions::initialize_timeout`.
+    std::chrono::milliseconds initialize_timeout{10'000};
+    /// As `McpStdioOptions::request_timeout`.
+    std::chrono::milliseconds request_timeout{60'000};
+    /// The largest answer (a JSON body, or one event of a stream) accepted, in bytes.
+    std::size_t max_message_bytes = std::size_t{16} << 20;
+    /// As `McpStdioOptions::on_tools_changed` (a server sends it on an answer's stream).
+    std::function<void()> on_tools_changed;
+};
+
 /// A progress notification of a running request.
 struct McpProgress {
     double progress = 0;          ///< Increases with each notification.
@@ -134,6 +156,15 @@ public:
     /// `mcp_protocol_error`, `mcp_message_too_large`, `mcp_unsupported_protocol_version`,
     /// `mcp_server_error`); on failure the child is killed and reaped.
     [[nodiscard]] static McpClient spawn(McpStdioOptions options);
+
+    /// Connects to a server over Streamable HTTP (through libcurl): sends `initialize`, keeps
+    /// the `Mcp-Session-Id` it answers with and sends it, with `MCP-Protocol-Version`, on every
+    /// later request; reads each answer as JSON or as an event stream (a thread per open
+    /// stream), and closes the stream of a cancelled request. `close` ends the session with
+    /// DELETE. An HTTP error status, or a connection that cannot be made or breaks off,
+    /// answers the request it carried with `mcp_server_error` (`rpc_code()` 0, the status or
+    /// the transport's message in the text). Throws like `spawn`.
+    [[nodiscard]] static McpClient connect(McpHttpOptions options);
 
     /// The negotiated protocol version.
     [[nodiscard]] const std::string& protocol_version() const noexcept;
