@@ -66,6 +66,7 @@ struct Settings {
     bool json = false;
     std::vector<std::string> positional;
     std::vector<std::string> mcp;              // --mcp 'COMMAND ARGS', one per server
+    std::vector<std::string> mcp_urls;         // --mcp-url URL, one per server
     std::vector<ullm::McpClient> mcp_servers;  // started by start_mcp_servers
 };
 
@@ -130,6 +131,8 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
             settings.window = static_cast<std::size_t>(parse_integer(arg, value(), 1, 1'000'000));
         } else if (arg == "--mcp" && !for_embed) {
             settings.mcp.push_back(value());
+        } else if (arg == "--mcp-url" && !for_embed) {
+            settings.mcp_urls.push_back(value());
         } else if (arg == "--no-tools") {
             settings.tools = false;
         } else if (arg == "--offline") {
@@ -158,7 +161,8 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
     return settings;
 }
 
-// Starts the servers of --mcp: each value is a command and its arguments, split at spaces.
+// Starts the servers of --mcp (each value a command and its arguments, split at spaces) and
+// connects to those of --mcp-url (Streamable HTTP).
 void start_mcp_servers(Settings& settings) {
     for (const auto& line : settings.mcp) {
         ullm::McpStdioOptions options;
@@ -166,6 +170,9 @@ void start_mcp_servers(Settings& settings) {
         for (std::string word; words >> word;) options.command.push_back(word);
         if (options.command.empty()) throw UsageError("--mcp needs a command");
         settings.mcp_servers.push_back(ullm::McpClient::spawn(std::move(options)));
+    }
+    for (const auto& url : settings.mcp_urls) {
+        settings.mcp_servers.push_back(ullm::McpClient::connect({.url = url}));
     }
 }
 

@@ -57,6 +57,7 @@ const char* const usage_text =
     "  --allow-dir DIR       let the model read text files under DIR\n"
     "  --mcp 'COMMAND ARGS'  add the tools of an MCP server started over stdio (words split\n"
     "                        at spaces; repeat for more servers; see docs/mcp.md)\n"
+    "  --mcp-url URL         add the tools of an MCP server over Streamable HTTP\n"
     "  --no-tools            no tools (current_time and calculate are on by default)\n"
     "  --offline             a scripted model: no network, no key\n"
     "\n"
