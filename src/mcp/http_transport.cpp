@@ -68,33 +68,29 @@ void HttpTransport::write_line(const std::string& line, std::chrono::steady_cloc
     const json message = json::parse(line);
     reap_finished();
     HttpRequest request = make_request("POST", line);
-    Exchange* exchange = nullptr;
-    {
-        std::lock_guard lock(mutex_);
-        if (closed_) {
-            throw McpError(ErrorCode::mcp_server_exited,
-                           "the connection to the MCP server is closed");
-        }
-        // A cancelled request's answer may never come (the server drops it): close its stream.
-        if (message.value("method", "") == "notifications/cancelled") {
-            const auto& params = message["params"];
-            if (params.is_object() && params.contains("requestId") &&
-                params["requestId"].is_number_integer()) {
-                const auto open = by_request_.find(params["requestId"].get<std::int64_t>());
-                if (open != by_request_.end()) open->second->stream->cancel();
-            }
-        }
-        exchange = &exchanges_.emplace_back();
-    }
+    std::unique_ptr<HttpStream> stream;
     try {
-        exchange->stream = curl_.open_stream(request);
+        stream = curl_.open_stream(request);
     } catch (const Error& error) {
-        std::lock_guard lock(mutex_);
-        exchanges_.remove_if([&](const Exchange& each) { return &each == exchange; });
         throw McpError(ErrorCode::mcp_server_exited,
                        "could not reach the MCP server at " + url_ + ": " + error.message());
     }
     std::lock_guard lock(mutex_);
+    if (closed_) {
+        stream->cancel();
+        throw McpError(ErrorCode::mcp_server_exited, "the connection to the MCP server is closed");
+    }
+    // A cancelled request's answer may never come (the server drops it): close its stream.
+    if (message.value("method", "") == "notifications/cancelled") {
+        const json params = message.value("params", json());
+        if (params.is_object() && params.contains("requestId") &&
+            params["requestId"].is_number_integer()) {
+            const auto open = by_request_.find(params["requestId"].get<std::int64_t>());
+            if (open != by_request_.end()) open->second->stream->cancel();
+        }
+    }
+    Exchange* exchange = &exchanges_.emplace_back();
+    exchange->stream = std::move(stream);
     if (const auto id = request_id_of(message)) by_request_[*id] = exchange;
     exchange->reader = std::thread([this, exchange, message] { read_answer(*exchange, message); });
 }
