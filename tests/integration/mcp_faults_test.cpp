@@ -73,6 +73,7 @@ TEST_CASE("a server that exits mid-call is mcp_server_exited with its status and
         CHECK(results[0].is_error);
         CHECK(results[0].result.get<std::string>().find("exit status 3") != std::string::npos);
         CHECK(conversation.send("next").text == "Still here.");
+        client.close();
     }
 }
 

@@ -89,6 +89,7 @@ TEST_CASE("a conversation calls a tool of server-everything and keeps its result
     CHECK(results[0].is_error);
     // Still usable afterwards.
     CHECK(client.call_tool("echo", {{"message", "again"}}).text() == "Echo: again");
+    client.close();
 }
 
 TEST_CASE("a streamed turn shows the MCP tool call and its result as events", "[mcp]") {
@@ -118,6 +119,9 @@ TEST_CASE("a streamed turn shows the MCP tool call and its result as events", "[
     CHECK(saw_call);
     CHECK(saw_result);
     CHECK(text == "Five.");
+    // The conversation's tools hold copies of the client until its last stream lets go, maybe
+    // on another thread: close() ends the connection now, whoever drops the last copy.
+    client.close();
 }
 
 TEST_CASE("a conversation writes and reads files through server-filesystem", "[mcp]") {
@@ -150,6 +154,7 @@ TEST_CASE("a conversation writes and reads files through server-filesystem", "[m
     REQUIRE(outside.size() == 1);
     CHECK(outside[0].is_error);
     CHECK(outside[0].result.get<std::string>().find("denied") != std::string::npos);
+    client.close();
 }
 
 TEST_CASE("mcp_tools prefixes clashing names with the server's alias", "[mcp]") {
@@ -185,6 +190,8 @@ TEST_CASE("mcp_tools prefixes clashing names with the server's alias", "[mcp]") 
     CHECK(twice.tools.size() == names.size() / 2);
     REQUIRE_FALSE(twice.rejected.empty());
     CHECK(twice.rejected[0].code == ullm::ErrorCode::duplicate_tool_name);
+    a.close();
+    b.close();
 }
 
 TEST_CASE("mcp_tools refuses tools whose schemas break the define_tool rules, one by one",
@@ -221,6 +228,7 @@ TEST_CASE("mcp_tools refuses tools whose schemas break the define_tool rules, on
     // A name the conversation already has is prefixed.
     const auto beside = ullm::mcp_tools(client, {.taken_names = {"good"}});
     CHECK(contains(names_of(beside.tools), "misbehaving_bad-tools__good"));
+    client.close();
 }
 
 TEST_CASE("a dialog calls a tool of server-everything through dialog_tools", "[mcp]") {

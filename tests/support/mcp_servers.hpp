@@ -178,7 +178,13 @@ inline int child_process_count() {
 class NoLeaks {
 public:
     NoLeaks() : descriptors_(open_descriptor_count()), children_(child_process_count()) {}
+    // Waits (up to 3 s) for what other threads let go of, then checks.
     ~NoLeaks() {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+        while ((open_descriptor_count() != descriptors_ || child_process_count() != children_) &&
+               std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
         CHECK(open_descriptor_count() == descriptors_);
         CHECK(child_process_count() == children_);
     }
