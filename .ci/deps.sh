@@ -21,3 +21,19 @@ if [ -n "$missing" ]; then
     # shellcheck disable=SC2086
     $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
+
+# The MCP tests run the npm reference servers pinned in tests/mcp with node (Debian's nodejs
+# and npm when node or npm is missing; a node from elsewhere, 18 or newer, serves as well).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "ullm: installing nodejs npm"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+mcp_dir="$(dirname "$0")/../tests/mcp"
+if [ ! -d "$mcp_dir/node_modules" ] || [ "$mcp_dir/package-lock.json" -nt "$mcp_dir/node_modules" ]; then
+    echo "ullm: npm ci in tests/mcp"
+    npm ci --prefix "$mcp_dir" --ignore-scripts --no-audit --no-fund >/dev/null
+fi

@@ -10,6 +10,8 @@
 #include <ullm/conversation/context_manager.hpp>
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
+#include <ullm/mcp/mcp_client.hpp>
+#include <ullm/mcp/mcp_tools.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/price_table.hpp>
 
@@ -27,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 
 namespace ullm_cli {
@@ -64,6 +67,9 @@ struct Settings {
     bool json = false;
     bool history = true;  // chat: keep the typed lines beside the store
     std::vector<std::string> positional;
+    std::vector<std::string> mcp;              // --mcp 'COMMAND ARGS', one per server
+    std::vector<std::string> mcp_urls;         // --mcp-url URL, one per server
+    std::vector<ullm::McpClient> mcp_servers;  // started by start_mcp_servers
 };
 
 long long parse_integer(const std::string& option, const std::string& value, long long low,
@@ -125,6 +131,10 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
             settings.max_tool_rounds = static_cast<int>(parse_integer(arg, value(), 0, 100));
         } else if (arg == "--window") {
             settings.window = static_cast<std::size_t>(parse_integer(arg, value(), 1, 1'000'000));
+        } else if (arg == "--mcp" && !for_embed) {
+            settings.mcp.push_back(value());
+        } else if (arg == "--mcp-url" && !for_embed) {
+            settings.mcp_urls.push_back(value());
         } else if (arg == "--no-tools") {
             settings.tools = false;
         } else if (arg == "--offline") {
@@ -153,6 +163,37 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
         throw UsageError("--allow-dir " + *settings.allow_dir + " is not a directory");
     }
     return settings;
+}
+
+// Starts the servers of --mcp (each value a command and its arguments, split at spaces) and
+// connects to those of --mcp-url (Streamable HTTP).
+void start_mcp_servers(Settings& settings) {
+    for (const auto& line : settings.mcp) {
+        ullm::McpStdioOptions options;
+        std::istringstream words(line);
+        for (std::string word; words >> word;) options.command.push_back(word);
+        if (options.command.empty()) throw UsageError("--mcp needs a command");
+        settings.mcp_servers.push_back(ullm::McpClient::spawn(std::move(options)));
+    }
+    for (const auto& url : settings.mcp_urls) {
+        settings.mcp_servers.push_back(ullm::McpClient::connect({.url = url}));
+    }
+}
+
+// The built-in tools and those of the --mcp servers (renamed on a clash, see docs/mcp.md).
+std::vector<ullm::Tool> session_tools(const Settings& settings) {
+    if (!settings.tools) return {};
+    auto tools = builtin_tools(settings.allow_dir);
+    if (settings.mcp_servers.empty()) return tools;
+    std::vector<std::string> taken;
+    for (const auto& tool : tools) taken.push_back(tool.name());
+    const auto served = ullm::mcp_tools(settings.mcp_servers, {.taken_names = taken});
+    for (const auto& refused : served.rejected) {
+        fmt::print(stderr, "  ! MCP tool {} of {} left out: {}\n", refused.name, refused.server,
+                   refused.message);
+    }
+    tools.insert(tools.end(), served.tools.begin(), served.tools.end());
+    return tools;
 }
 
 bool has_env(const char* name) {
@@ -295,7 +336,7 @@ ullm::ConversationOptions conversation_options(const Settings& settings, const s
                                       .on_budget_warning = [](const ullm::BudgetWarning& warning) {
                                           fmt::print("\n  ! budget: {}\n", warning.message);
                                       }};
-    if (settings.tools) options.tools = builtin_tools(settings.allow_dir);
+    options.tools = session_tools(settings);
     if (settings.window) {
         options.context_manager = std::make_shared<ullm::SlidingWindowStrategy>(
             ullm::SlidingWindowOptions{.max_messages = *settings.window});
@@ -542,9 +583,7 @@ private:
             }
         } else if (name == "/tools") {
             if (!settings_.tools) fmt::print("  no tools (--no-tools)\n");
-            for (const auto& tool :
-                 builtin_tools(settings_.tools ? settings_.allow_dir : std::nullopt)) {
-                if (!settings_.tools) break;
+            for (const auto& tool : session_tools(settings_)) {
                 fmt::print("  {:<13} {}\n", tool.name(), tool.declaration().description);
             }
         } else {
@@ -634,6 +673,7 @@ int chat(const std::vector<std::string>& args) {
     Interrupts::install();  // Before any thread starts.
     return guarded("chat", [&] {
         Settings settings = parse(args, false);
+        start_mcp_servers(settings);
         auto store = open_store(settings.store);
         const SessionModel restored = restore_session_model(settings, *store);
         if (!restored.restored) say_session_model("chat", settings, restored);
@@ -660,6 +700,7 @@ int send(const std::vector<std::string>& args) {
         }
         if (prompt.empty()) throw UsageError("no prompt (give it as arguments or on stdin)");
         if (settings.schema_file) return send_object(settings, prompt);
+        start_mcp_servers(settings);
         std::shared_ptr<ullm::SqliteSessionStore> store;
         if (!settings.session.empty()) {
             store = open_store(settings.store);

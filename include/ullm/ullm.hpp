@@ -1,8 +1,8 @@
 #pragma once
 
 /// Everything ullm offers, in one include: the client, conversations, tools, providers, session
-/// stores and dialogs. The replay helpers for tests (`testing/replay.hpp`) are not included.
-/// Include single headers instead to build faster.
+/// stores, dialogs and MCP servers' tools. The replay helpers for tests (`testing/replay.hpp`) are
+/// not included. Include single headers instead to build faster.
 
 #include <ullm/client/budget.hpp>
 #include <ullm/client/client.hpp>
@@ -17,7 +17,10 @@
 #include <ullm/dialog/dialog.hpp>
 #include <ullm/dialog/dialog_tool.hpp>
 #include <ullm/dialog/generate_object.hpp>
+#include <ullm/dialog/tool_adapter.hpp>
 #include <ullm/http/curl_transport.hpp>
+#include <ullm/mcp/mcp_client.hpp>
+#include <ullm/mcp/mcp_tools.hpp>
 #include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/embedding.hpp>
 #include <ullm/providers/gemini.hpp>

@@ -109,7 +109,15 @@
     X(cell_in_use)                                    \
     X(turn_in_progress)                               \
     X(turn_failed)                                    \
-    X(missing_structured_result)
+    X(missing_structured_result)                      \
+    /* MCP servers */                                 \
+    X(mcp_spawn_failed)                               \
+    X(mcp_server_exited)                              \
+    X(mcp_protocol_error)                             \
+    X(mcp_message_too_large)                          \
+    X(mcp_timeout)                                    \
+    X(mcp_unsupported_protocol_version)               \
+    X(mcp_server_error)
 
 namespace ullm {
 
