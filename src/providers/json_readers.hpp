@@ -6,6 +6,7 @@
 #include <ullm/core/json.hpp>
 #include <ullm/detail/json_checks.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,6 +44,44 @@ json parse_stream_json(std::string_view data, MakeOrigin&& make_origin, std::str
     json value = parse_json_exact(data);
     if (value.is_discarded()) throw_not_json(data, make_origin(), what);
     return value;
+}
+
+/// The base of the SAX readers of a decoder's fast path (`json::sax_parse`): the types nlohmann
+/// asks for, and every callback refusing (returning false, which ends the parse) or, for a
+/// parse error, reporting failure. A reader hides the callbacks of what it accepts. The lexer
+/// is the DOM parser's, so a text one rejects the other rejects too.
+struct RefusingSaxReader {
+    using number_integer_t = json::number_integer_t;
+    using number_unsigned_t = json::number_unsigned_t;
+    using number_float_t = json::number_float_t;
+    using string_t = json::string_t;
+    using binary_t = json::binary_t;
+
+    bool null() { return false; }
+    bool boolean(bool /*value*/) { return false; }
+    bool number_integer(number_integer_t /*value*/) { return false; }
+    bool number_unsigned(number_unsigned_t /*value*/) { return false; }
+    bool number_float(number_float_t /*value*/, const string_t& /*text*/) { return false; }
+    bool string(string_t& /*value*/) { return false; }
+    bool binary(binary_t& /*value*/) { return false; }
+    bool start_object(std::size_t /*size*/) { return false; }
+    bool end_object() { return false; }
+    bool start_array(std::size_t /*size*/) { return false; }
+    bool end_array() { return false; }
+    bool key(string_t& /*name*/) { return false; }
+    bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                     const json::exception& /*error*/) {
+        return false;
+    }
+};
+
+/// Runs `reader` over `data` (see `RefusingSaxReader`); true when it accepted the whole text.
+/// A NUL byte, which nlohmann's lexer takes for the end of the text (letting junk after it
+/// through), is refused up front, as `parse_json_exact` does.
+template <class Reader>
+bool read_with(std::string_view data, Reader& reader) {
+    if (data.find('\0') != std::string_view::npos) return false;
+    return json::sax_parse(data, &reader, json::input_format_t::json, true);
 }
 
 }  // namespace ullm::detail

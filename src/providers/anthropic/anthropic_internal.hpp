@@ -135,6 +135,18 @@ struct MessageSummary {
 ChatResponse finish_response(detail::ResponseBuilder& builder, const Projection& projection,
                              const MessageSummary& summary, const std::string& provider);
 
+/// What a text delta event says.
+struct TextDelta {
+    std::int64_t index = -1;
+    std::string text;
+};
+
+/// Reads `data` when it is exactly a text delta event, {"type":"content_block_delta","index":N,
+/// "delta":{"type":"text_delta","text":"…"}} with no other key and none twice, without building
+/// a DOM (text_delta_reader.cpp). Returns false for anything else, invalid JSON included: the
+/// general decoder then reads it (and reports its errors).
+[[nodiscard]] bool read_text_delta(std::string_view data, TextDelta& out);
+
 /// The decoder of a Messages stream (SSE); a call of `result_tool` streams as text.
 std::unique_ptr<StreamDecoder> make_stream_decoder(std::string provider, std::string model,
                                                    std::string result_tool = {});

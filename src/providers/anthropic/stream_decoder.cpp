@@ -2,9 +2,11 @@
 
 #include <ullm/core/error.hpp>
 #include <ullm/detail/json_checks.hpp>
+#include <ullm/detail/stream_fast_path.hpp>
 #include <ullm/http/sse_parser.hpp>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -57,6 +59,13 @@ private:
 
     void on_event(const SseEvent& event, std::vector<StreamEvent>& out) {
         if (finished_) return;
+        // The usual event, a piece of text, is read without a DOM.
+        if (fast_path_ && read_text_delta(event.data, text_delta_)) {
+            OpenBlock& open = delta_block(text_delta_.index);
+            expect_delta(open, text_delta_.index, "text_delta", "text");
+            add_text(open, std::move(text_delta_.text), out);
+            return;
+        }
         json payload = parse_stream_json(
             event.data, [this] { return origin(); }, "a stream event");
         if (!payload.is_object()) invalid("a stream event is not a JSON object");
@@ -221,38 +230,51 @@ private:
         blocks_.emplace(index, std::move(open));
     }
 
-    void on_delta(json& payload, std::vector<StreamEvent>& out) {
-        const auto index = index_of(payload);
+    // The open block a delta of content block `index` goes to; throws when there is none.
+    OpenBlock& delta_block(std::int64_t index) {
         const auto it = blocks_.find(index);
         if (it == blocks_.end()) {
             invalid("a delta for content block " + std::to_string(index) +
                     ", which was never started");
         }
-        OpenBlock& open = it->second;
-        if (open.stopped) {
+        if (it->second.stopped) {
             invalid("a delta for content block " + std::to_string(index) + " after its stop");
         }
+        return it->second;
+    }
+
+    // Refuses a delta of `type` for a block that is not of `block_type` (when `fits` is unset)
+    // or that `fits` refuses.
+    void expect_delta(const OpenBlock& open, std::int64_t index, std::string_view type,
+                      std::string_view block_type, std::optional<bool> fits = std::nullopt) const {
+        const std::string_view actual = string_view_field(open.block, "type");
+        if (!fits.value_or(actual == block_type)) {
+            invalid("a " + std::string(type) + " for a " + std::string(actual) +
+                    " block (content block " + std::to_string(index) + ")");
+        }
+    }
+
+    void add_text(OpenBlock& open, std::string text, std::vector<StreamEvent>& out) {
+        open.block["text"].get_ref<std::string&>() += text;
+        if (!text.empty()) {
+            visible_.push(out, detail::delta_event(StreamEvent::Type::text_delta, std::move(text)));
+        }
+    }
+
+    void on_delta(json& payload, std::vector<StreamEvent>& out) {
+        const auto index = index_of(payload);
+        OpenBlock& open = delta_block(index);
         const auto delta = payload.find("delta");
         if (delta == payload.end() || !delta->is_object()) {
             invalid("content_block_delta carries no delta");
         }
         const std::string_view type = string_view_field(*delta, "type");
         const std::string_view block_type = string_view_field(open.block, "type");
-        const auto expect = [&](bool fits) {
-            if (!fits) {
-                invalid("a " + std::string(type) + " for a " + std::string(block_type) +
-                        " block (content block " + std::to_string(index) + ")");
-            }
-        };
+        const auto expect = [&](bool fits) { expect_delta(open, index, type, block_type, fits); };
         if (type == "text_delta") {
             expect(block_type == "text");
             // Taken out of the parsed event rather than copied: the event is its only reader.
-            std::string text = take_string_field(*delta, "text");
-            open.block["text"].get_ref<std::string&>() += text;
-            if (!text.empty()) {
-                visible_.push(out,
-                              detail::delta_event(StreamEvent::Type::text_delta, std::move(text)));
-            }
+            add_text(open, take_string_field(*delta, "text"), out);
         } else if (type == "thinking_delta") {
             expect(block_type == "thinking");
             const std::string thinking = string_field(*delta, "thinking");
@@ -395,6 +417,8 @@ private:
     json stop_details_;
     bool started_ = false;
     bool finished_ = false;
+    bool fast_path_ = stream_fast_paths();
+    TextDelta text_delta_;  ///< The last event the fast path read (its buffer reused).
 };
 
 }  // namespace

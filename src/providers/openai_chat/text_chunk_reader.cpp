@@ -1,5 +1,7 @@
 #include "openai_chat_internal.hpp"
 
+#include "../json_readers.hpp"
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -9,17 +11,9 @@ namespace ullm::detail::openai_chat {
 
 namespace {
 
-// Reads a chunk through nlohmann's SAX interface, accepting only the shape of a plain text
-// delta and refusing (returning false from a callback, which ends the parse) anything else.
-// The lexer is the DOM parser's, so a text either one rejects the other rejects too.
-class TextChunkHandler {
+// Accepts only the shape of a plain text delta (see read_text_chunk); refuses anything else.
+class TextChunkHandler : public RefusingSaxReader {
 public:
-    using number_integer_t = json::number_integer_t;
-    using number_unsigned_t = json::number_unsigned_t;
-    using number_float_t = json::number_float_t;
-    using string_t = json::string_t;
-    using binary_t = json::binary_t;
-
     explicit TextChunkHandler(TextChunk& out) : out_(out) {}
 
     bool null() {
@@ -36,8 +30,6 @@ public:
                 return false;
         }
     }
-
-    bool boolean(bool /*value*/) { return false; }
 
     bool number_integer(number_integer_t /*value*/) { return key_ == Key::created; }
 
@@ -70,8 +62,6 @@ public:
                 return false;
         }
     }
-
-    bool binary(binary_t& /*value*/) { return false; }
 
     bool start_object(std::size_t /*size*/) {
         Level next;
@@ -116,11 +106,6 @@ public:
         if ((seen_.back() & bit) != 0) return false;
         seen_.back() |= bit;
         return true;
-    }
-
-    bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
-                     const json::exception& /*error*/) {
-        return false;
     }
 
 private:
@@ -185,14 +170,11 @@ private:
 }  // namespace
 
 bool read_text_chunk(std::string_view data, TextChunk& out) {
-    // nlohmann's lexer takes a NUL byte for the end of the text, which would let junk after
-    // one through: such a chunk is left to the general path, which refuses it.
-    if (data.find('\0') != std::string_view::npos) return false;
     out.id.clear();
     out.model.clear();
     out.content.clear();
     TextChunkHandler handler(out);
-    return json::sax_parse(data, &handler, json::input_format_t::json, true);
+    return read_with(data, handler);
 }
 
 }  // namespace ullm::detail::openai_chat
