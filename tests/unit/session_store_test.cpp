@@ -32,6 +32,11 @@
 
 #include "support/postgres_server.hpp"
 #endif
+#if defined(ULLM_HAVE_REDIS)
+#include <ullm/store/redis_session_store.hpp>
+
+#include "support/redis_server.hpp"
+#endif
 
 namespace fs = std::filesystem;
 using ullm::SessionListOptions;
@@ -755,6 +760,118 @@ TEST_CASE("PostgresSessionStore never shows the password or the connection strin
         INFO(message);
         CHECK(message.find(secret) == std::string::npos);
         CHECK(message.find("s3cr") == std::string::npos);
+    }
+}
+
+#endif
+
+#if defined(ULLM_HAVE_REDIS)
+
+namespace {
+
+std::string resp(const std::vector<std::string>& args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (const auto& arg : args) out += "$" + std::to_string(arg.size()) + "\r\n" + arg + "\r\n";
+    return out;
+}
+
+std::shared_ptr<ullm::RedisSessionStore> open_redis(const std::string& prefix) {
+    auto& server = ullm::test::RedisServer::instance();
+    return ullm::RedisSessionStore::open({.port = server.port(), .key_prefix = prefix});
+}
+
+}  // namespace
+
+TEST_CASE("RedisSessionStore meets the session store contract", "[session_store][redis]") {
+    check_session_store_contract([] {
+        auto& server = ullm::test::RedisServer::instance();
+        return open_redis(server.fresh_prefix());
+    });
+}
+
+TEST_CASE("RedisSessionStore keeps prefixes apart, reloads lost scripts and expires sessions",
+          "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const auto one = open_redis(server.fresh_prefix());
+    const auto two = open_redis(server.fresh_prefix());
+    one->put("t", "s", "one", 0);
+    CHECK_FALSE(two->get("t", "s").has_value());
+    CHECK(two->list("t").sessions.empty());
+
+    REQUIRE(server.raw(resp({"SCRIPT", "FLUSH"})) == "+OK");
+    CHECK(one->put("t", "s", "again", 1) == 2);
+    CHECK(one->remove("t", "s"));
+
+    const auto expiring = ullm::RedisSessionStore::open({.port = server.port(),
+                                                         .key_prefix = server.fresh_prefix(),
+                                                         .ttl = std::chrono::milliseconds(200)});
+    expiring->put("t", "short", "x", 0);
+    expiring->put("t", "zz", "y", 0);
+    CHECK(expiring->get("t", "short").has_value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    CHECK_FALSE(expiring->get("t", "short").has_value());
+    CHECK(expiring->list("t").sessions.empty());
+
+    CHECK(ullm::test::error_code_of([&] {
+              (void)ullm::RedisSessionStore::open({.port = server.port(), .key_prefix = "a:b"});
+          }) == "session_store_failed");
+}
+
+TEST_CASE("RedisSessionStore fails closed on a corrupt session and leaves it untouched",
+          "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const std::string prefix = server.fresh_prefix();
+    const auto store = open_redis(prefix);
+    store->put("t", "bad", "{}", 0);
+    const std::string key = prefix + ":s:{74}:626164";  // hex of "t" and "bad"
+    REQUIRE(server.raw(resp({"HSET", key, "v", "two"})) == ":0");
+    CHECK(ullm::test::error_code_of([&] { (void)store->get("t", "bad"); }) ==
+          "session_store_failed");
+    CHECK(ullm::test::error_code_of([&] { (void)store->list("t"); }) == "session_store_failed");
+    CHECK(ullm::test::error_code_of([&] { store->put("t", "bad", "new", 1); }) ==
+          "session_store_failed");
+    CHECK(server.raw(resp({"HGET", key, "v"})) == "$3");
+}
+
+TEST_CASE("RedisSessionStore reports a killed server as retryable and recovers after a restart",
+          "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const auto store = open_redis(server.fresh_prefix());
+    CHECK(store->put("t", "s", "one", 0) == 1);
+    std::vector<std::thread> readers;
+    for (int i = 0; i < 4; ++i) readers.emplace_back([&] { (void)store->get("t", "s"); });
+    for (auto& reader : readers) reader.join();
+
+    server.kill();
+    try {
+        store->put("t", "s", "two", 1);
+        FAIL("a write to a dead server must fail");
+    } catch (const ullm::SessionStoreError& error) {
+        CHECK(error.code() == "session_store_failed");
+        CHECK(error.retryable());
+        CHECK(std::string(error.what()).find("127.0.0.1:" + std::to_string(server.port())) !=
+              std::string::npos);
+    }
+    CHECK(ullm::test::error_code_of([&] { (void)store->get("t", "s"); }) == "session_store_failed");
+    server.start();
+    // The data died with the server (no persistence), and the scripts with it.
+    CHECK_FALSE(store->get("t", "s").has_value());
+    CHECK(store->put("t", "s", "fresh", 0) == 1);
+}
+
+TEST_CASE("RedisSessionStore never shows the password", "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const std::string secret = "s3cr%et-pw";
+    for (const int port : {server.port(), 1}) {
+        try {
+            (void)ullm::RedisSessionStore::open(
+                {.port = port, .username = "someone", .password = secret});
+            FAIL("opening must fail");
+        } catch (const ullm::SessionStoreError& error) {
+            INFO(error.what());
+            CHECK(error.code() == "session_store_failed");
+            CHECK(std::string(error.what()).find("s3cr") == std::string::npos);
+        }
     }
 }
 
