@@ -1,6 +1,9 @@
 #include <ullm/store/session_store.hpp>
 
+#include <ullm/client/client.hpp>
+#include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
+#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/file_session_store.hpp>
 #include <ullm/store/memory_session_store.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
@@ -434,7 +437,61 @@ void expect_store_failure(const std::function<void()>& action) {
     }
 }
 
+// The snapshot rules are the conversation's, so a corrupt row fails closed the same way in
+// every store (the same error code and path as SQLite), and the failed restore leaves the row
+// as it was.
+void check_corrupt_snapshots_fail_closed(const std::shared_ptr<SessionStore>& store) {
+    const auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
+    ullm::Client client{
+        {.default_model = "scripted/model-a", .providers = {provider}, .session_store = store}};
+    provider->push_text("fine");
+    auto conversation = client.conversation({.session_id = "good", .tenant = "acme"});
+    (void)conversation.send("hi");
+    const std::string good = store->get("acme", "good")->snapshot;
+    ullm::json moved = ullm::json::parse(good);
+    moved["session_id"] = "victim";
+    ullm::json other_tenant = moved;
+    other_tenant["tenant"] = "intruder";
+    ullm::json bad_totals = moved;
+    bad_totals["totals"]["cost_usd"] = -1;
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {good.substr(0, good.size() / 2), ""},
+        {good, "/session_id"},
+        {other_tenant.dump(), "/tenant"},
+        {bad_totals.dump(), "/totals/cost_usd"},
+        {std::string("\0\xff not json", 11), ""}};
+    for (const auto& [snapshot, path] : cases) {
+        store->remove("acme", "victim");
+        store->put("acme", "victim", snapshot, 0);
+        store->put("acme", "victim", snapshot, 1);
+        try {
+            (void)client.conversation({.session_id = "victim", .tenant = "acme"});
+            FAIL("a corrupt snapshot must be refused");
+        } catch (const ullm::InvalidConversationSnapshotError& error) {
+            CHECK(error.code() == "invalid_conversation_snapshot");
+            if (!path.empty()) CHECK(error.path() == path);
+        }
+        const auto after = store->get("acme", "victim");
+        REQUIRE(after.has_value());
+        CHECK(after->version == 2);
+        CHECK(after->snapshot == snapshot);
+    }
+    store->remove("acme", "victim");
+    store->put("acme", "victim", moved.dump(), 0);
+    CHECK(client.conversation({.session_id = "victim", .tenant = "acme"}).version() == 1);
+}
+
 }  // namespace
+
+TEST_CASE("a corrupt snapshot fails closed alike in every store and is left untouched",
+          "[session_store]") {
+    check_corrupt_snapshots_fail_closed(std::make_shared<ullm::MemorySessionStore>());
+    const TempDir dir("corrupt");
+    check_corrupt_snapshots_fail_closed(ullm::FileSessionStore::open(dir / "files"));
+    check_corrupt_snapshots_fail_closed(ullm::SqliteSessionStore::open(":memory:"));
+}
+
+namespace {}  // namespace
 
 TEST_CASE("validate_session_key accepts the documented keys and names what is wrong",
           "[session_store]") {
@@ -657,6 +714,12 @@ TEST_CASE("PostgresSessionStore meets the session store contract", "[session_sto
     });
 }
 
+TEST_CASE("a corrupt snapshot in PostgresSessionStore fails closed and is left untouched",
+          "[session_store][postgres]") {
+    check_corrupt_snapshots_fail_closed(
+        open_postgres(ullm::test::PostgresServer::instance().create_database()));
+}
+
 TEST_CASE("PostgresSessionStore creates its schema once and refuses a newer one",
           "[session_store][postgres]") {
     auto& server = ullm::test::PostgresServer::instance();
@@ -787,6 +850,12 @@ TEST_CASE("RedisSessionStore meets the session store contract", "[session_store]
         auto& server = ullm::test::RedisServer::instance();
         return open_redis(server.fresh_prefix());
     });
+}
+
+TEST_CASE("a corrupt snapshot in RedisSessionStore fails closed and is left untouched",
+          "[session_store][redis]") {
+    check_corrupt_snapshots_fail_closed(
+        open_redis(ullm::test::RedisServer::instance().fresh_prefix()));
 }
 
 TEST_CASE("RedisSessionStore keeps prefixes apart, reloads lost scripts and expires sessions",
