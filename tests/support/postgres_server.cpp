@@ -1,16 +1,13 @@
 #include "support/postgres_server.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include "support/server_process.hpp"
+
 #include <pwd.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -31,22 +28,6 @@ std::string find_bin() {
         "PostgreSQL's server binaries (initdb, pg_ctl, postgres) were not found in "
         "/usr/lib/postgresql/<version>/bin: install Debian's postgresql package (.ci/deps.sh "
         "does) or set ULLM_PG_BIN");
-}
-
-int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof address;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-        ::close(fd);
-        throw std::system_error(errno, std::generic_category(), "bind 127.0.0.1:0");
-    }
-    ::close(fd);
-    return ntohs(address.sin_port);
 }
 
 // Runs `argv` (as `user` through setpriv when we are root), its output appended to `log`;
@@ -77,13 +58,6 @@ int run(std::vector<std::string> argv, const std::string& user, const std::strin
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
 }  // namespace
 
 PostgresServer& PostgresServer::instance() {
@@ -92,11 +66,7 @@ PostgresServer& PostgresServer::instance() {
 }
 
 PostgresServer::PostgresServer() : bin_(find_bin()) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ullm-pg.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-        throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
-    }
-    dir_ = pattern;
+    dir_ = make_temp_dir("ullm-pg");
     if (::geteuid() == 0) {
         const passwd* entry = ::getpwnam("postgres");
         if (entry == nullptr) entry = ::getpwnam("nobody");
@@ -111,7 +81,7 @@ PostgresServer::PostgresServer() : bin_(find_bin()) {
     if (run({bin_ + "/initdb", "-D", dir_ + "/data", "-U", "ullm", "--auth=trust", "-E", "UTF8",
              "--locale=C", "-N"},
             user_, log) != 0) {
-        throw std::runtime_error("initdb failed; its output: " + read_file(log));
+        throw std::runtime_error("initdb failed; its output: " + read_text_file(log));
     }
     start_once();
 }
@@ -119,7 +89,7 @@ PostgresServer::PostgresServer() : bin_(find_bin()) {
 void PostgresServer::start_once() {
     const std::string log = dir_ + "/server.log";
     for (int attempt = 0; attempt < 5; ++attempt) {
-        if (port_ == 0 || attempt > 0) port_ = free_port();
+        if (port_ == 0 || attempt > 0) port_ = free_loopback_port();
         const std::string options = "-c listen_addresses=127.0.0.1 -p " + std::to_string(port_) +
                                     " -c unix_socket_directories=" + dir_ +
                                     " -c fsync=off -c full_page_writes=off"
@@ -131,7 +101,7 @@ void PostgresServer::start_once() {
             return;
         }
     }
-    throw std::runtime_error("pg_ctl start failed 5 times; the server log: " + read_file(log));
+    throw std::runtime_error("pg_ctl start failed 5 times; the server log: " + read_text_file(log));
 }
 
 void PostgresServer::start() {
@@ -166,7 +136,7 @@ void PostgresServer::sql(const std::string& dbname, const std::string& statement
     if (run({bin_ + "/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", connection_string(dbname),
              "-c", statement},
             "", log) != 0) {
-        throw std::runtime_error("psql failed on `" + statement + "`: " + read_file(log));
+        throw std::runtime_error("psql failed on `" + statement + "`: " + read_text_file(log));
     }
 }
 

@@ -1,5 +1,7 @@
 #include "support/redis_server.hpp"
 
+#include "support/server_process.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,8 +13,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -35,35 +35,19 @@ std::string find_redis() {
         "redis-server package (.ci/deps.sh does) or set ULLM_REDIS_SERVER");
 }
 
-int loopback_socket(int port) {
+// A socket connected to 127.0.0.1:`port`, or -1.
+int connect_loopback(int port) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     address.sin_port = htons(static_cast<std::uint16_t>(port));
-    if (port == 0) {
-        socklen_t size = sizeof address;
-        if (::bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
-            ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-            ::close(fd);
-            throw std::system_error(errno, std::generic_category(), "bind 127.0.0.1:0");
-        }
-        ::close(fd);
-        return ntohs(address.sin_port);
-    }
     if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
         ::close(fd);
         return -1;
     }
     return fd;
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
 }
 
 }  // namespace
@@ -74,11 +58,7 @@ RedisServer& RedisServer::instance() {
 }
 
 RedisServer::RedisServer() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "ullm-redis.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-        throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
-    }
-    dir_ = pattern;
+    dir_ = make_temp_dir("ullm-redis");
     start_once();
 }
 
@@ -86,7 +66,7 @@ void RedisServer::start_once() {
     const std::string binary = find_redis();
     const std::string log = dir_ + "/redis.log";
     for (int attempt = 0; attempt < 5; ++attempt) {
-        if (port_ == 0 || attempt > 0) port_ = loopback_socket(0);
+        if (port_ == 0 || attempt > 0) port_ = free_loopback_port();
         std::vector<std::string> argv{binary,   "--port",       std::to_string(port_),
                                       "--bind", "127.0.0.1",    "--save",
                                       "",       "--appendonly", "no",
@@ -113,11 +93,11 @@ void RedisServer::start_once() {
         }
         if (pid_ > 0) kill();
     }
-    throw std::runtime_error("redis-server did not start 5 times; its log: " + read_file(log));
+    throw std::runtime_error("redis-server did not start 5 times; its log: " + read_text_file(log));
 }
 
 std::string RedisServer::raw(const std::string& resp) const {
-    const int fd = loopback_socket(port_);
+    const int fd = connect_loopback(port_);
     if (fd < 0) return "";
     (void)::send(fd, resp.data(), resp.size(), MSG_NOSIGNAL);
     std::string line;

@@ -2,6 +2,7 @@
 
 #include <ullm/core/error.hpp>
 
+#include "../connection_pool.hpp"
 #include "../store_rules.hpp"
 
 #include <libpq-fe.h>
@@ -9,12 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -148,10 +147,7 @@ struct PostgresSessionStore::Impl {
     PostgresStoreOptions options;
     Target target;
 
-    std::mutex mutex;
-    std::condition_variable freed;
-    std::vector<Conn> idle;
-    std::size_t open_count = 0;
+    detail::ConnectionPool<Conn> pool;
 
     [[noreturn]] void fail(const std::string& what, const std::string& detail,
                            bool retryable) const {
@@ -186,53 +182,6 @@ struct PostgresSessionStore::Impl {
         return conn;
     }
 
-    // A connection from the pool, opened when none is idle and the pool has room; waits up to
-    // the checkout timeout otherwise.
-    Conn checkout() {
-        std::unique_lock lock(mutex);
-        const bool ready = freed.wait_for(lock, options.checkout_timeout, [&] {
-            return !idle.empty() || open_count < options.pool_size;
-        });
-        if (!ready) {
-            fail("get a connection",
-                 "all " + std::to_string(options.pool_size) + " connections stayed busy for " +
-                     std::to_string(options.checkout_timeout.count()) + " ms",
-                 true);
-        }
-        if (!idle.empty()) {
-            Conn conn = std::move(idle.back());
-            idle.pop_back();
-            return conn;
-        }
-        ++open_count;
-        lock.unlock();
-        try {
-            return connect();
-        } catch (...) {
-            lock.lock();
-            --open_count;
-            freed.notify_one();
-            throw;
-        }
-    }
-
-    // Returns a connection to the pool, or drops it when it broke; a broken one means the
-    // server went away, so the idle ones are dropped too and the next call connects afresh.
-    void checkin(Conn conn) {
-        std::vector<Conn> dropped;
-        const std::lock_guard lock(mutex);
-        if (PQstatus(conn.get()) == CONNECTION_OK &&
-            PQtransactionStatus(conn.get()) == PQTRANS_IDLE) {
-            idle.push_back(std::move(conn));
-        } else {
-            --open_count;
-            open_count -= idle.size();
-            dropped = std::move(idle);
-            idle.clear();
-        }
-        freed.notify_all();
-    }
-
     // Runs one statement with binary parameters and binary results; throws on failure.
     Result exec(PGconn* conn, const char* sql, const std::vector<Param>& params,
                 const std::string& what) {
@@ -263,18 +212,22 @@ struct PostgresSessionStore::Impl {
         fail(what, detail, retryable);
     }
 
-    // Runs `body(conn)` on a pooled connection.
+    // Runs `body(conn)` on a pooled connection; one that broke or was left inside a
+    // transaction is not kept.
     template <typename Body>
     auto with_connection(Body&& body) {
-        Conn conn = checkout();
-        try {
-            auto value = body(conn.get());
-            checkin(std::move(conn));
-            return value;
-        } catch (...) {
-            checkin(std::move(conn));
-            throw;
-        }
+        return pool.run(
+            [&] { return connect(); },
+            [&] {
+                fail("get a connection",
+                     "all " + std::to_string(options.pool_size) + " connections stayed busy for " +
+                         std::to_string(options.checkout_timeout.count()) + " ms",
+                     true);
+            },
+            [](PGconn* conn) {
+                return PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE;
+            },
+            std::forward<Body>(body));
     }
 
     std::uint64_t stored_version(std::int64_t value) const {
@@ -335,6 +288,8 @@ std::shared_ptr<PostgresSessionStore> PostgresSessionStore::open(
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->target = parse_target(options.connection_string);
+    impl->pool.size = options.pool_size;
+    impl->pool.wait = options.checkout_timeout;
     impl->with_connection([&](PGconn* conn) {
         impl->migrate(conn);
         return 0;

@@ -2,6 +2,7 @@
 
 #include <ullm/core/error.hpp>
 
+#include "../connection_pool.hpp"
 #include "../store_rules.hpp"
 
 #include <hiredis/hiredis.h>
@@ -10,12 +11,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,10 +104,7 @@ struct RedisSessionStore::Impl {
     std::string remove_sha;
     std::string list_sha;
 
-    std::mutex mutex;
-    std::condition_variable freed;
-    std::vector<Context> idle;
-    std::size_t open_count = 0;
+    detail::ConnectionPool<Context> pool;
 
     [[noreturn]] void fail(const std::string& what, std::string detail, bool retryable) const {
         if (!options.password.empty()) {
@@ -191,57 +187,16 @@ struct RedisSessionStore::Impl {
         return context;
     }
 
-    Context checkout() {
-        std::unique_lock lock(mutex);
-        const bool ready = freed.wait_for(
-            lock, options.timeout, [&] { return !idle.empty() || open_count < options.pool_size; });
-        if (!ready) {
-            fail("get a connection",
-                 "all " + std::to_string(options.pool_size) + " connections stayed busy", true);
-        }
-        if (!idle.empty()) {
-            Context context = std::move(idle.back());
-            idle.pop_back();
-            return context;
-        }
-        ++open_count;
-        lock.unlock();
-        try {
-            return connect();
-        } catch (...) {
-            lock.lock();
-            --open_count;
-            freed.notify_one();
-            throw;
-        }
-    }
-
-    // A broken connection means the server went away: the idle ones go too.
-    void checkin(Context context) {
-        std::vector<Context> dropped;
-        const std::lock_guard lock(mutex);
-        if (context->err == 0) {
-            idle.push_back(std::move(context));
-        } else {
-            --open_count;
-            open_count -= idle.size();
-            dropped = std::move(idle);
-            idle.clear();
-        }
-        freed.notify_all();
-    }
-
+    // Runs `body(context)` on a pooled connection; one that broke is not kept.
     template <typename Body>
     auto with_connection(Body&& body) {
-        Context context = checkout();
-        try {
-            auto value = body(context.get());
-            checkin(std::move(context));
-            return value;
-        } catch (...) {
-            checkin(std::move(context));
-            throw;
-        }
+        return pool.run(
+            [&] { return connect(); },
+            [&] {
+                fail("get a connection",
+                     "all " + std::to_string(options.pool_size) + " connections stayed busy", true);
+            },
+            [](redisContext* context) { return context->err == 0; }, std::forward<Body>(body));
     }
 
     std::uint64_t version_of(const redisReply* reply) const {
@@ -285,6 +240,8 @@ std::shared_ptr<RedisSessionStore> RedisSessionStore::open(const RedisStoreOptio
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->target = options.host + ":" + std::to_string(options.port);
+    impl->pool.size = options.pool_size;
+    impl->pool.wait = options.timeout;
     impl->with_connection([&](redisContext* context) {
         impl->put_sha = impl->load(context, put_script);
         impl->remove_sha = impl->load(context, remove_script);
