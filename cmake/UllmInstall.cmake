@@ -12,6 +12,22 @@ install(TARGETS ullm EXPORT ullmTargets
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/ullm" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT ullmTargets NAMESPACE ullm:: DESTINATION ${ULLM_CMAKE_DIR})
 
+# Each optional component exports its target to a file of its own, which ullmConfig.cmake
+# includes when the component is asked for and was installed.
+foreach(component IN ITEMS postgres redis)
+  string(TOUPPER "${component}" upper)
+  string(SUBSTRING "${upper}" 0 1 first)
+  string(SUBSTRING "${component}" 1 -1 rest)
+  if(ULLM_WITH_${upper})
+    install(TARGETS ullm_${component} EXPORT ullm${first}${rest}Targets
+      ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+      LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+      RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+      INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    install(EXPORT ullm${first}${rest}Targets NAMESPACE ullm:: DESTINATION ${ULLM_CMAKE_DIR})
+  endif()
+endforeach()
+
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/ullmConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/ullmConfig.cmake" INSTALL_DESTINATION ${ULLM_CMAKE_DIR})
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/ullmConfigVersion.cmake"

@@ -1,6 +1,9 @@
 #include <ullm/store/session_store.hpp>
 
+#include <ullm/client/client.hpp>
+#include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
+#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/file_session_store.hpp>
 #include <ullm/store/memory_session_store.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
@@ -22,7 +25,21 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/error_code.hpp"
 #include "support/temp_dir.hpp"
+
+#if defined(ULLM_HAVE_POSTGRES)
+#include <ullm/store/postgres_session_store.hpp>
+
+#include <atomic>
+
+#include "support/postgres_server.hpp"
+#endif
+#if defined(ULLM_HAVE_REDIS)
+#include <ullm/store/redis_session_store.hpp>
+
+#include "support/redis_server.hpp"
+#endif
 
 namespace fs = std::filesystem;
 using ullm::SessionListOptions;
@@ -230,6 +247,7 @@ void check_session_store_contract(const StoreFactory& make) {
     SECTION("invalid keys, limits and cursors are refused with their codes") {
         const std::string long_tenant(129, 't');
         const std::string long_id(257, 's');
+        const std::string huge_id(10 * 1024, 'h');
         const std::vector<std::string> bad_texts = {
             std::string("a\nb"),         std::string("tab\t"),    std::string("del\x7f"),
             std::string("nul\0x", 5),    std::string("\xff"),     std::string("\xc0\xaf"),
@@ -247,6 +265,8 @@ void check_session_store_contract(const StoreFactory& make) {
         CHECK(error_code([&] { (void)store->list(long_tenant); }) == "invalid_tenant");
         CHECK(error_code([&] { (void)store->get("t", ""); }) == "invalid_session_id");
         CHECK(error_code([&] { (void)store->get("t", long_id); }) == "invalid_session_id");
+        CHECK(error_code([&] { store->put("t", huge_id, "x", 0); }) == "invalid_session_id");
+        CHECK(error_code([&] { (void)store->get(huge_id, "s"); }) == "invalid_tenant");
         CHECK(error_code([&] { store->put("t", "", "x", 0); }) == "invalid_session_id");
         CHECK(error_code([&] { store->remove("t", long_id); }) == "invalid_session_id");
 
@@ -277,33 +297,21 @@ void check_session_store_contract(const StoreFactory& make) {
         const std::string prefix(150, 'p');
         std::string accents;
         for (int i = 0; i < 128; ++i) accents += "\xc3\xa9";
-        const std::vector<std::string> valid = {"../x",
-                                                "/",
-                                                ".",
-                                                "..",
-                                                "a/b",
-                                                "A",
-                                                "a",
-                                                "CON",
-                                                "name.rec",
-                                                ".tmp-1-1",
-                                                "lock",
-                                                "FORMAT",
-                                                "caf\xc3\xa9",
-                                                "\xf0\x9f\x98\x80",
-                                                std::string(256, 'z'),
-                                                accents,
-                                                prefix + "1",
-                                                prefix + "2",
-                                                prefix,
-                                                std::string(100, 'q'),
-                                                std::string(200, 'r')};
-        for (const auto& tenant : {std::string(), tenant_128, tenant_100, std::string("../t"),
-                                   std::string("t"), std::string("T")}) {
+        const std::vector<std::string> valid = {
+            "../x", "/", ".", "..", "a/b", "A", "a", "CON", "name.rec", ".tmp-1-1", "lock",
+            "FORMAT", "caf\xc3\xa9", "\xf0\x9f\x98\x80", std::string(256, 'z'), accents,
+            prefix + "1", prefix + "2", prefix, std::string(100, 'q'), std::string(200, 'r'),
+            // SQL, LIKE and glob characters, key separators.
+            "'; DROP TABLE ullm_sessions; --", "\"quoted\"", "%", "_", "a%", "a_", "*", "a*",
+            "[ab]", "?", ":", "a:b", "{t}", "\\x00"};
+        for (const auto& tenant :
+             {std::string(), tenant_128, tenant_100, std::string("../t"), std::string("t"),
+              std::string("T"), std::string("%"), std::string("*"), std::string("t:")}) {
             for (const auto& id : valid) store->put(tenant, id, tenant + "|" + id, 0);
         }
-        for (const auto& tenant : {std::string(), tenant_128, tenant_100, std::string("../t"),
-                                   std::string("t"), std::string("T")}) {
+        for (const auto& tenant :
+             {std::string(), tenant_128, tenant_100, std::string("../t"), std::string("t"),
+              std::string("T"), std::string("%"), std::string("*"), std::string("t:")}) {
             for (const auto& id : valid) {
                 const auto stored = store->get(tenant, id);
                 REQUIRE(stored.has_value());
@@ -429,7 +437,61 @@ void expect_store_failure(const std::function<void()>& action) {
     }
 }
 
+// The snapshot rules are the conversation's, so a corrupt row fails closed the same way in
+// every store (the same error code and path as SQLite), and the failed restore leaves the row
+// as it was.
+void check_corrupt_snapshots_fail_closed(const std::shared_ptr<SessionStore>& store) {
+    const auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
+    ullm::Client client{
+        {.default_model = "scripted/model-a", .providers = {provider}, .session_store = store}};
+    provider->push_text("fine");
+    auto conversation = client.conversation({.session_id = "good", .tenant = "acme"});
+    (void)conversation.send("hi");
+    const std::string good = store->get("acme", "good")->snapshot;
+    ullm::json moved = ullm::json::parse(good);
+    moved["session_id"] = "victim";
+    ullm::json other_tenant = moved;
+    other_tenant["tenant"] = "intruder";
+    ullm::json bad_totals = moved;
+    bad_totals["totals"]["cost_usd"] = -1;
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {good.substr(0, good.size() / 2), ""},
+        {good, "/session_id"},
+        {other_tenant.dump(), "/tenant"},
+        {bad_totals.dump(), "/totals/cost_usd"},
+        {std::string("\0\xff not json", 11), ""}};
+    for (const auto& [snapshot, path] : cases) {
+        store->remove("acme", "victim");
+        store->put("acme", "victim", snapshot, 0);
+        store->put("acme", "victim", snapshot, 1);
+        try {
+            (void)client.conversation({.session_id = "victim", .tenant = "acme"});
+            FAIL("a corrupt snapshot must be refused");
+        } catch (const ullm::InvalidConversationSnapshotError& error) {
+            CHECK(error.code() == "invalid_conversation_snapshot");
+            if (!path.empty()) CHECK(error.path() == path);
+        }
+        const auto after = store->get("acme", "victim");
+        REQUIRE(after.has_value());
+        CHECK(after->version == 2);
+        CHECK(after->snapshot == snapshot);
+    }
+    store->remove("acme", "victim");
+    store->put("acme", "victim", moved.dump(), 0);
+    CHECK(client.conversation({.session_id = "victim", .tenant = "acme"}).version() == 1);
+}
+
 }  // namespace
+
+TEST_CASE("a corrupt snapshot fails closed alike in every store and is left untouched",
+          "[session_store]") {
+    check_corrupt_snapshots_fail_closed(std::make_shared<ullm::MemorySessionStore>());
+    const TempDir dir("corrupt");
+    check_corrupt_snapshots_fail_closed(ullm::FileSessionStore::open(dir / "files"));
+    check_corrupt_snapshots_fail_closed(ullm::SqliteSessionStore::open(":memory:"));
+}
+
+namespace {}  // namespace
 
 TEST_CASE("validate_session_key accepts the documented keys and names what is wrong",
           "[session_store]") {
@@ -630,3 +692,256 @@ TEST_CASE("SqliteSessionStore reports files it cannot use as session_store_faile
         [&] { (void)ullm::SqliteSessionStore::open((dir / "no" / "such" / "x.db").string()); });
     expect_store_failure([] { (void)ullm::SqliteSessionStore::open(""); });
 }
+
+#if defined(ULLM_HAVE_POSTGRES)
+
+namespace {
+
+// A store on a fresh database of the process's throwaway cluster.
+std::shared_ptr<ullm::PostgresSessionStore> open_postgres(const std::string& dbname,
+                                                          std::size_t pool_size = 4) {
+    auto& server = ullm::test::PostgresServer::instance();
+    return ullm::PostgresSessionStore::open(
+        {.connection_string = server.connection_string(dbname), .pool_size = pool_size});
+}
+
+}  // namespace
+
+TEST_CASE("PostgresSessionStore meets the session store contract", "[session_store][postgres]") {
+    check_session_store_contract([] {
+        auto& server = ullm::test::PostgresServer::instance();
+        return open_postgres(server.create_database());
+    });
+}
+
+TEST_CASE("a corrupt snapshot in PostgresSessionStore fails closed and is left untouched",
+          "[session_store][postgres]") {
+    check_corrupt_snapshots_fail_closed(
+        open_postgres(ullm::test::PostgresServer::instance().create_database()));
+}
+
+TEST_CASE("PostgresSessionStore creates its schema once and refuses a newer one",
+          "[session_store][postgres]") {
+    auto& server = ullm::test::PostgresServer::instance();
+    const std::string db = server.create_database();
+    // Eight stores opening at once on an empty database take turns creating the schema.
+    std::vector<std::thread> openers;
+    std::atomic<int> opened{0};
+    for (int i = 0; i < 8; ++i) {
+        openers.emplace_back([&] {
+            (void)open_postgres(db, 1);
+            ++opened;
+        });
+    }
+    for (auto& opener : openers) opener.join();
+    CHECK(opened == 8);
+    open_postgres(db)->put("t", "s", "x", 0);
+
+    server.sql(db, "UPDATE ullm_schema SET version = 2");
+    try {
+        (void)open_postgres(db);
+        FAIL("a newer schema must be refused");
+    } catch (const ullm::SessionStoreError& error) {
+        CHECK(error.code() == "session_store_failed");
+        CHECK_FALSE(error.retryable());
+        CHECK(std::string(error.what()).find("schema version 2") != std::string::npos);
+    }
+}
+
+TEST_CASE("PostgresSessionStore fails closed on a corrupt row and leaves it untouched",
+          "[session_store][postgres]") {
+    auto& server = ullm::test::PostgresServer::instance();
+    const std::string db = server.create_database();
+    const auto store = open_postgres(db);
+    store->put("t", "bad", "{}", 0);
+    server.sql(db,
+               "ALTER TABLE ullm_sessions DROP CONSTRAINT ullm_sessions_version_check; "
+               "UPDATE ullm_sessions SET version = -3 WHERE session_id = 'bad'");
+    CHECK(ullm::test::error_code_of([&] { (void)store->get("t", "bad"); }) ==
+          "session_store_failed");
+    CHECK(ullm::test::error_code_of([&] { (void)store->list("t"); }) == "session_store_failed");
+    CHECK(ullm::test::error_code_of([&] { store->put("t", "bad", "new", 1); }) ==
+          "session_store_failed");
+    // Not repaired, not overwritten.
+    server.sql(db,
+               "DO $$ BEGIN IF (SELECT version FROM ullm_sessions WHERE session_id = 'bad') "
+               "<> -3 OR (SELECT snapshot FROM ullm_sessions WHERE session_id = 'bad') <> "
+               "'{}'::bytea THEN RAISE EXCEPTION 'row changed'; END IF; END $$");
+}
+
+TEST_CASE("PostgresSessionStore reports a killed server as retryable and recovers after a restart",
+          "[session_store][postgres]") {
+    auto& server = ullm::test::PostgresServer::instance();
+    const std::string db = server.create_database();
+    const auto store = open_postgres(db);
+    CHECK(store->put("t", "s", "one", 0) == 1);
+    // Every pooled connection is in use once, so that all of them see the server die.
+    std::vector<std::thread> readers;
+    for (int i = 0; i < 4; ++i) readers.emplace_back([&] { (void)store->get("t", "s"); });
+    for (auto& reader : readers) reader.join();
+
+    server.kill();
+    try {
+        store->put("t", "s", "two", 1);
+        FAIL("a write to a dead server must fail");
+    } catch (const ullm::SessionStoreError& error) {
+        CHECK(error.code() == "session_store_failed");
+        CHECK(error.retryable());
+        CHECK(std::string(error.what()).find("127.0.0.1:" + std::to_string(server.port())) !=
+              std::string::npos);
+    }
+    CHECK(ullm::test::error_code_of([&] { (void)store->get("t", "s"); }) == "session_store_failed");
+    server.start();
+    const auto stored = store->get("t", "s");
+    REQUIRE(stored.has_value());
+    CHECK(stored->snapshot == "one");
+    CHECK(store->put("t", "s", "two", 1) == 2);
+}
+
+TEST_CASE("PostgresSessionStore never shows the password or the connection string",
+          "[session_store][postgres]") {
+    auto& server = ullm::test::PostgresServer::instance();
+    const std::string secret = "s3cr%et-pw";
+    const auto message_of = [](const std::string& connection) {
+        try {
+            (void)ullm::PostgresSessionStore::open(
+                {.connection_string = connection, .connect_timeout_seconds = 2});
+        } catch (const ullm::SessionStoreError& error) {
+            CHECK(error.code() == "session_store_failed");
+            return std::string(error.what());
+        }
+        FAIL("opening must fail");
+        return std::string();
+    };
+    // A URI whose raw `%` libpq would quote, a refused port, and a wrong user.
+    for (const std::string& connection :
+         {"postgresql://ullm:" + secret + "@127.0.0.1:" + std::to_string(server.port()) + "/x",
+          "host=127.0.0.1 port=1 user=ullm password=" + secret + " dbname=x",
+          "host=127.0.0.1 port=" + std::to_string(server.port()) +
+              " user=nobody-here password=" + secret + " dbname=postgres"}) {
+        const std::string message = message_of(connection);
+        INFO(message);
+        CHECK(message.find(secret) == std::string::npos);
+        CHECK(message.find("s3cr") == std::string::npos);
+    }
+}
+
+#endif
+
+#if defined(ULLM_HAVE_REDIS)
+
+namespace {
+
+std::string resp(const std::vector<std::string>& args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (const auto& arg : args) out += "$" + std::to_string(arg.size()) + "\r\n" + arg + "\r\n";
+    return out;
+}
+
+std::shared_ptr<ullm::RedisSessionStore> open_redis(const std::string& prefix) {
+    auto& server = ullm::test::RedisServer::instance();
+    return ullm::RedisSessionStore::open({.port = server.port(), .key_prefix = prefix});
+}
+
+}  // namespace
+
+TEST_CASE("RedisSessionStore meets the session store contract", "[session_store][redis]") {
+    check_session_store_contract([] {
+        auto& server = ullm::test::RedisServer::instance();
+        return open_redis(server.fresh_prefix());
+    });
+}
+
+TEST_CASE("a corrupt snapshot in RedisSessionStore fails closed and is left untouched",
+          "[session_store][redis]") {
+    check_corrupt_snapshots_fail_closed(
+        open_redis(ullm::test::RedisServer::instance().fresh_prefix()));
+}
+
+TEST_CASE("RedisSessionStore keeps prefixes apart, reloads lost scripts and expires sessions",
+          "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const auto one = open_redis(server.fresh_prefix());
+    const auto two = open_redis(server.fresh_prefix());
+    one->put("t", "s", "one", 0);
+    CHECK_FALSE(two->get("t", "s").has_value());
+    CHECK(two->list("t").sessions.empty());
+
+    REQUIRE(server.raw(resp({"SCRIPT", "FLUSH"})) == "+OK");
+    CHECK(one->put("t", "s", "again", 1) == 2);
+    CHECK(one->remove("t", "s"));
+
+    const auto expiring = ullm::RedisSessionStore::open({.port = server.port(),
+                                                         .key_prefix = server.fresh_prefix(),
+                                                         .ttl = std::chrono::milliseconds(200)});
+    expiring->put("t", "short", "x", 0);
+    expiring->put("t", "zz", "y", 0);
+    CHECK(expiring->get("t", "short").has_value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    CHECK_FALSE(expiring->get("t", "short").has_value());
+    CHECK(expiring->list("t").sessions.empty());
+
+    CHECK(ullm::test::error_code_of([&] {
+              (void)ullm::RedisSessionStore::open({.port = server.port(), .key_prefix = "a:b"});
+          }) == "session_store_failed");
+}
+
+TEST_CASE("RedisSessionStore fails closed on a corrupt session and leaves it untouched",
+          "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const std::string prefix = server.fresh_prefix();
+    const auto store = open_redis(prefix);
+    store->put("t", "bad", "{}", 0);
+    const std::string key = prefix + ":s:{74}:626164";  // hex of "t" and "bad"
+    REQUIRE(server.raw(resp({"HSET", key, "v", "two"})) == ":0");
+    CHECK(ullm::test::error_code_of([&] { (void)store->get("t", "bad"); }) ==
+          "session_store_failed");
+    CHECK(ullm::test::error_code_of([&] { (void)store->list("t"); }) == "session_store_failed");
+    CHECK(ullm::test::error_code_of([&] { store->put("t", "bad", "new", 1); }) ==
+          "session_store_failed");
+    CHECK(server.raw(resp({"HGET", key, "v"})) == "$3");
+}
+
+TEST_CASE("RedisSessionStore reports a killed server as retryable and recovers after a restart",
+          "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const auto store = open_redis(server.fresh_prefix());
+    CHECK(store->put("t", "s", "one", 0) == 1);
+    std::vector<std::thread> readers;
+    for (int i = 0; i < 4; ++i) readers.emplace_back([&] { (void)store->get("t", "s"); });
+    for (auto& reader : readers) reader.join();
+
+    server.kill();
+    try {
+        store->put("t", "s", "two", 1);
+        FAIL("a write to a dead server must fail");
+    } catch (const ullm::SessionStoreError& error) {
+        CHECK(error.code() == "session_store_failed");
+        CHECK(error.retryable());
+        CHECK(std::string(error.what()).find("127.0.0.1:" + std::to_string(server.port())) !=
+              std::string::npos);
+    }
+    CHECK(ullm::test::error_code_of([&] { (void)store->get("t", "s"); }) == "session_store_failed");
+    server.start();
+    // The data died with the server (no persistence), and the scripts with it.
+    CHECK_FALSE(store->get("t", "s").has_value());
+    CHECK(store->put("t", "s", "fresh", 0) == 1);
+}
+
+TEST_CASE("RedisSessionStore never shows the password", "[session_store][redis]") {
+    auto& server = ullm::test::RedisServer::instance();
+    const std::string secret = "s3cr%et-pw";
+    for (const int port : {server.port(), 1}) {
+        try {
+            (void)ullm::RedisSessionStore::open(
+                {.port = port, .username = "someone", .password = secret});
+            FAIL("opening must fail");
+        } catch (const ullm::SessionStoreError& error) {
+            INFO(error.what());
+            CHECK(error.code() == "session_store_failed");
+            CHECK(std::string(error.what()).find("s3cr") == std::string::npos);
+        }
+    }
+}
+
+#endif
