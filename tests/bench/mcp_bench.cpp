@@ -10,15 +10,12 @@
 
 #include <fmt/core.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
+#include "support/server_process.hpp"
+
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,38 +39,6 @@ void report(const char* what, std::vector<double> samples) {
     };
     fmt::print("{:<34} n={:<6} p50 {:>9.1f} us  p95 {:>9.1f} us  p99 {:>9.1f} us\n", what,
                samples.size(), at(0.50), at(0.95), at(0.99));
-}
-
-// server-everything in Streamable HTTP mode on `port`, killed when `stop` runs.
-pid_t start_http_server(const std::string& script, int port) {
-    std::vector<std::string> arguments = {ULLM_BENCH_NODE, script, "streamableHttp"};
-    std::vector<std::string> environment = {"PORT=" + std::to_string(port),
-                                            std::string("PATH=") + std::getenv("PATH")};
-    std::vector<char*> argv;
-    for (auto& argument : arguments) argv.push_back(argument.data());
-    argv.push_back(nullptr);
-    std::vector<char*> envp;
-    for (auto& variable : environment) envp.push_back(variable.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    pid_t pid = -1;
-    posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    return pid;
-}
-
-bool accepts(int port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-    ::close(fd);
-    return ok;
 }
 
 }  // namespace
@@ -113,10 +78,13 @@ int main(int argc, char** argv) {
     report(fmt::format("mcp_tools ({} tools, list included)", tools).c_str(), converting);
 
     // The same echo over Streamable HTTP (libcurl, answers as event streams).
-    const int port = 38000 + static_cast<int>(::getpid() % 1000);
-    const pid_t http_server = start_http_server(server, port);
-    for (int i = 0; i < 400 && !accepts(port); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int port = ullm::test::free_loopback_port();
+    const pid_t http_server = ullm::test::spawn_quiet(
+        {ULLM_BENCH_NODE, server, "streamableHttp"},
+        {"PORT=" + std::to_string(port), std::string("PATH=") + std::getenv("PATH")});
+    if (http_server < 0 || !ullm::test::wait_until_accepting(port, std::chrono::seconds(20))) {
+        fmt::print(stderr, "server-everything (Streamable HTTP) did not start\n");
+        return 1;
     }
     {
         auto http =

@@ -7,19 +7,14 @@
 
 #include <ullm/mcp/mcp_client.hpp>
 
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
-#include <fcntl.h>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +24,7 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/server_process.hpp"
 
 namespace ullm::test {
 
@@ -79,32 +75,12 @@ inline McpStdioOptions misbehaving_server(const std::string& mode) {
 // connections.
 class EverythingHttpServer {
 public:
-    EverythingHttpServer() {
-        port_ = free_port();
-        const std::string script = mcp_reference_server("everything");
-        std::vector<std::string> arguments = {node_program(), script, "streamableHttp"};
-        std::vector<std::string> environment = {"PORT=" + std::to_string(port_),
-                                                std::string("PATH=") + std::getenv("PATH")};
-        std::vector<char*> argv;
-        for (auto& argument : arguments) argv.push_back(argument.data());
-        argv.push_back(nullptr);
-        std::vector<char*> envp;
-        for (auto& variable : environment) envp.push_back(variable.data());
-        envp.push_back(nullptr);
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-        const int spawned =
-            posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
-        posix_spawn_file_actions_destroy(&actions);
-        REQUIRE(spawned == 0);
-        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!accepts() && std::chrono::steady_clock::now() < give_up) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-        REQUIRE(accepts());
+    EverythingHttpServer() : port_(free_loopback_port()) {
+        pid_ = spawn_quiet(
+            {node_program(), mcp_reference_server("everything"), "streamableHttp"},
+            {"PORT=" + std::to_string(port_), std::string("PATH=") + std::getenv("PATH")});
+        REQUIRE(pid_ > 0);
+        REQUIRE(wait_until_accepting(port_, std::chrono::seconds(20)));
     }
     ~EverythingHttpServer() {
         ::kill(pid_, SIGKILL);
@@ -119,28 +95,6 @@ public:
     }
 
 private:
-    static int free_port() {
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-        socklen_t size = sizeof address;
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-        ::close(fd);
-        return ntohs(address.sin_port);
-    }
-    [[nodiscard]] bool accepts() const {
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_port = htons(static_cast<std::uint16_t>(port_));
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-        ::close(fd);
-        return ok;
-    }
-
     int port_ = 0;
     pid_t pid_ = -1;
 };
