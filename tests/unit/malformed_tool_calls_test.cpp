@@ -363,8 +363,10 @@ TEST_CASE("chat completions: a call is refused when a later chunk gives it anoth
           std::vector<ullm::ToolCallPart>{{"c1", "probe", ullm::json::object()}});
 }
 
-TEST_CASE("responses: a function_call item done under another id, or with no name, is refused",
-          "[openai_responses][malformed]") {
+TEST_CASE(
+    "responses: a function_call item done or added again under another id, or with no "
+    "name, is refused",
+    "[openai_responses][malformed]") {
     const ullm::OpenAiResponsesProvider provider({.api_key = "k"});
     const auto item = [](const std::string& event, const std::string& fields) {
         return "data: {\"type\":\"response.output_item." + event +
@@ -372,9 +374,12 @@ TEST_CASE("responses: a function_call item done under another id, or with no nam
                ",\"arguments\":\"{}\"}}\n\n";
     };
     const std::string added = item("added", R"(,"call_id":"call_a","name":"weather")");
-    for (const std::string& wire : {added + item("done", R"(,"call_id":"call_b","name":"weather")"),
-                                    added + item("done", R"(,"call_id":"call_a","name":"time")"),
-                                    item("done", ""), item("added", R"(,"call_id":"call_a")")}) {
+    for (const std::string& wire :
+         {added + item("done", R"(,"call_id":"call_b","name":"weather")"),
+          added + item("done", R"(,"call_id":"call_a","name":"time")"),
+          added + item("added", R"(,"call_id":"call_b","name":"weather")"),
+          added + item("added", R"(,"id":"fc_1","name":"weather")"), item("done", ""),
+          item("added", R"(,"call_id":"call_a")")}) {
         INFO(wire);
         std::vector<ullm::StreamEvent> events;
         CHECK(stream_error(provider, "gpt-5-mini", wire, events) == "invalid_provider_response");

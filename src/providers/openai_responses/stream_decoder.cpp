@@ -329,8 +329,16 @@ private:
         whole_items_.insert(index);
         if (string_field(*item, "type") != "function_call") return;
         PendingCall& call = calls_[index];
-        call.id = call_id_of(*item, index);
-        call.name = string_field(*item, "name");
+        std::string id = call_id_of(*item, index);
+        std::string name = string_field(*item, "name");
+        if (call.started && (id != call.id || name != call.name)) {
+            // Its deltas and end would go to a call that never started.
+            throw_invalid_response("output item " + std::to_string(index) +
+                                       " was added again under another call id or name",
+                                   origin());
+        }
+        call.id = std::move(id);
+        call.name = std::move(name);
         call.deferred = is_parallel_wrapper(context_, call.name);
         if (!call.deferred) start(call, out);
     }
