@@ -13,6 +13,7 @@
 #include "../core/text.hpp"
 #include "../providers/base_url.hpp"
 #include "../providers/request_checks.hpp"
+#include "call_steps.hpp"
 #include "client_state.hpp"
 #include "conversation_calls.hpp"
 #include "response_checks.hpp"
@@ -29,10 +30,14 @@ namespace ullm {
 
 namespace {
 
+using detail::check_call_budget;
+using detail::checked;
 using detail::redact_secrets;
 using detail::report_usage;
 using detail::retry_delay;
+using detail::routed;
 using detail::send_with_retries;
+using detail::within_budget;
 
 std::string env(const char* name) {
     const char* value = std::getenv(name);
@@ -67,17 +72,16 @@ void price_response(const PriceTable& prices, ChatResponse& response, std::strin
     if (price) response.usage.cost_usd = PriceTable::cost(*price, response.usage);
 }
 
-// The provider's encoding of `request`; text that is not valid UTF-8 (which no JSON body can
-// carry) is an `InvalidMessageError`, not a JSON library exception.
-HttpRequest encode(const Provider& provider, const ChatRequest& request, bool stream) {
+}  // namespace
+
+HttpRequest detail::encode_request(const Provider& provider, const ChatRequest& request,
+                                   bool stream) {
     try {
         return provider.encode(request, stream);
     } catch (const json::type_error&) {
         throw InvalidMessageError("/messages", "holds text that is not valid UTF-8");
     }
 }
-
-}  // namespace
 
 namespace detail {
 
@@ -91,9 +95,9 @@ public:
           request_(std::move(request)),
           codec_(route_.provider->offline() ? nullptr : route_.provider->background()),
           // Encoding first means invalid options fail when the stream is created.
-          encoded_(route_.provider->offline()
-                       ? std::nullopt
-                       : std::optional<HttpRequest>(encode(*route_.provider, request_, true))),
+          encoded_(route_.provider->offline() ? std::nullopt
+                                              : std::optional<HttpRequest>(detail::encode_request(
+                                                    *route_.provider, request_, true))),
           secrets_(encoded_ ? detail::request_secrets(*encoded_) : std::vector<std::string>()),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
 
@@ -469,7 +473,8 @@ std::optional<StreamPosition> ChatStream::resume_position() const {
     return state_->resume_position();
 }
 
-Client::Client(ClientOptions options) : state_(std::make_shared<State>()) {
+Client::Client(ClientOptions options)
+    : state_(std::make_shared<State>()), handle_(std::make_shared<detail::ClientHandle>(state_)) {
     state_->default_model = std::move(options.default_model);
     state_->transport =
         options.transport ? std::move(options.transport) : std::make_shared<CurlTransport>();
@@ -589,18 +594,17 @@ Route Client::route(std::string_view model) const {
                                       "\"; name one as provider/model (configured: " + known + ")");
 }
 
-namespace {
+namespace {}  // namespace
 
-// Routes `request` (its model becomes the provider's id) and refuses what the model cannot do,
-// for every provider, custom ones included. Before any I/O. The tools are validated unless
-// `tools_checked` (a conversation's, validated when it was made).
-Route routed(const Client& client, ChatRequest& request, bool stream, bool tools_checked = false) {
+Route detail::routed(const Client& client, ChatRequest& request, bool stream, bool tools_checked) {
     Route route = client.route(request.model);
     request.model = route.model;
     detail::check_request(request, route.provider->capabilities(request.model),
                           route.provider->name(), stream, tools_checked);
     return route;
 }
+
+namespace {
 
 // `Client::estimate` of a request already routed to `route`.
 CostEstimate estimate_routed(const PriceTable& prices, const Route& route,
@@ -625,10 +629,10 @@ CostEstimate estimate_routed(const PriceTable& prices, const Route& route,
     return estimate;
 }
 
-// Checks and prices a response of `route`; a finished one is reported to `on_usage` when
-// `report` says so (an unfinished background response has spent nothing yet).
-ChatResponse checked(const Client::State& state, const Route& route, const ChatRequest& request,
-                     ChatResponse response, bool report) {
+}  // namespace
+
+ChatResponse detail::checked(const Client::State& state, const Route& route,
+                             const ChatRequest& request, ChatResponse response, bool report) {
     detail::check_response(
         response, {std::string(route.provider->name()), request.model, response.request_id});
     price_response(*state.prices, response, route.provider->name(), request.model);
@@ -638,13 +642,15 @@ ChatResponse checked(const Client::State& state, const Route& route, const ChatR
     return response;
 }
 
+namespace {
+
 // Sends a routed, checked request, retrying what the retry policy allows.
 ChatResponse complete_routed(const Client::State& state, const Route& route,
                              const ChatRequest& request, const std::stop_token& stop) {
     if (route.provider->offline()) {
         return checked(state, route, request, route.provider->respond(request, stop), true);
     }
-    const HttpRequest http = encode(*route.provider, request, false);
+    const HttpRequest http = detail::encode_request(*route.provider, request, false);
     return send_with_retries(state, http, stop, [&](const HttpResponse& answer) {
         return checked(state, route, request, route.provider->decode(answer, request), true);
     });
@@ -718,12 +724,11 @@ void detail::check_poll_options(const PollOptions& options) {
     }
 }
 
-namespace {
+namespace {}  // namespace
 
-// Whether a routed `request` may be sent within `budget`: nullopt to send it, or the response
-// of a skipped request. Throws `BudgetExceededError` for `throw`.
-std::optional<ChatResponse> within_budget(const Client::State& state, const ChatRequest& request,
-                                          const Route& route, const CallBudget& budget) {
+std::optional<ChatResponse> detail::within_budget(const Client::State& state,
+                                                  const ChatRequest& request, const Route& route,
+                                                  const CallBudget& budget) {
     const CostEstimate estimate = estimate_routed(*state.prices, route, request);
     if (estimate.max_cost_usd <= budget.usd) return std::nullopt;
     const std::string provider(route.provider->name());
@@ -741,12 +746,10 @@ std::optional<ChatResponse> within_budget(const Client::State& state, const Chat
     return detail::budget_skipped_response(message, route.model, provider);
 }
 
-void check_call_budget(const CallBudget& budget) {
+void detail::check_call_budget(const CallBudget& budget) {
     detail::check_budget(budget.usd, "CallBudget::usd");
     detail::check_budget_action(budget.action);
 }
-
-}  // namespace
 
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
     const Route route = routed(*this, request, false);

@@ -10,11 +10,13 @@
 #include <ullm/providers/price_table.hpp>
 
 #include "../core/buffer_pool.hpp"
+#include "../core/work_thread.hpp"
 
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <stop_token>
@@ -24,6 +26,53 @@
 #include <vector>
 
 namespace ullm {
+
+namespace detail {
+
+/// An async call in flight, as its client's registry knows it.
+class AsyncCall {
+public:
+    virtual ~AsyncCall() = default;
+    /// Completes the call with `CancelledError` soon, unless it completed first. Never blocks.
+    virtual void cancel() noexcept = 0;
+};
+
+/// The async calls of one client that have not completed. Thread-safe.
+class AsyncCalls {
+public:
+    /// Registers `call`; false once the client has closed (the call must complete cancelled).
+    bool add(const std::shared_ptr<AsyncCall>& call) {
+        std::lock_guard lock(mutex_);
+        if (closed_) return false;
+        calls_.emplace(call.get(), call);
+        return true;
+    }
+
+    void remove(const AsyncCall* call) noexcept {
+        std::lock_guard lock(mutex_);
+        calls_.erase(call);
+    }
+
+    /// Cancels every call registered, and every later one at once.
+    void close() noexcept {
+        std::vector<std::shared_ptr<AsyncCall>> running;
+        {
+            std::lock_guard lock(mutex_);
+            closed_ = true;
+            for (const auto& [key, call] : calls_) {
+                if (auto held = call.lock()) running.push_back(std::move(held));
+            }
+        }
+        for (const auto& call : running) call->cancel();
+    }
+
+private:
+    std::mutex mutex_;
+    bool closed_ = false;
+    std::map<const AsyncCall*, std::weak_ptr<AsyncCall>> calls_;
+};
+
+}  // namespace detail
 
 struct Client::State {
     std::string default_model;
@@ -36,7 +85,31 @@ struct Client::State {
     std::map<std::string, std::shared_ptr<const Provider>, std::less<>> providers;
     /// The read buffers of streams that ended, for the next ones.
     detail::BufferPool stream_buffers;
+    /// Async calls not completed yet (cancelled when the last `Client` copy goes).
+    detail::AsyncCalls async_calls;
+    /// Where async calls decode their answers, wait for retries and, without an executor of
+    /// their own, run their callbacks. Its thread starts on the first async call.
+    detail::WorkThread callbacks{"ullm-cb"};
 };
+
+namespace detail {
+
+/// Shared by the copies of one `Client` (not by its calls): the last copy closes the client's
+/// async calls.
+class ClientHandle {
+public:
+    explicit ClientHandle(std::shared_ptr<Client::State> state) : state_(std::move(state)) {}
+    ~ClientHandle() {
+        if (const auto state = state_.lock()) state->async_calls.close();
+    }
+    ClientHandle(const ClientHandle&) = delete;
+    ClientHandle& operator=(const ClientHandle&) = delete;
+
+private:
+    std::weak_ptr<Client::State> state_;
+};
+
+}  // namespace detail
 
 namespace detail {
 

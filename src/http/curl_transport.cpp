@@ -20,6 +20,10 @@
 #include <thread>
 #include <unordered_map>
 
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
 namespace ullm {
 
 namespace {
@@ -108,12 +112,34 @@ struct Transfer {
     bool cancelled = false;
     bool too_large = false;
     std::optional<Failure> failure;
+    // Started with `CurlTransport::start`: told of the end instead of a waiting reader.
+    ResponseHandler on_done;
 
     ~Transfer() {
         if (header_list != nullptr) curl_slist_free_all(header_list);
         if (easy != nullptr) curl_easy_cleanup(easy);
     }
 };
+
+namespace {
+
+TransportError failure_error(const Failure& failure) {
+    return TransportError(failure.code, failure.message, failure.retryable);
+}
+
+// The end of a finished transfer: its response moved into `response`, or the error. Called
+// with the transfer's mutex held.
+std::exception_ptr outcome(Transfer& transfer, HttpResponse& response) {
+    if (transfer.cancelled) {
+        return std::make_exception_ptr(CancelledError("the request was cancelled"));
+    }
+    if (transfer.failure) return std::make_exception_ptr(failure_error(*transfer.failure));
+    static_cast<HttpResponseHead&>(response) = std::move(transfer.head);
+    response.body = std::move(transfer.body);
+    return nullptr;
+}
+
+}  // namespace
 
 class CurlTransport::Engine : public std::enable_shared_from_this<CurlTransport::Engine> {
 public:
@@ -154,8 +180,10 @@ public:
         if (thread_.joinable()) thread_.join();
     }
 
-    std::shared_ptr<Transfer> start(const HttpRequest& request, bool streaming) {
+    std::shared_ptr<Transfer> start(const HttpRequest& request, bool streaming,
+                                    ResponseHandler on_done = {}) {
         auto transfer = std::make_shared<Transfer>();
+        transfer->on_done = std::move(on_done);
         transfer->streaming = streaming;
         transfer->buffer_limit =
             streaming ? options_.stream_buffer_bytes : options_.max_response_bytes;
@@ -347,6 +375,9 @@ private:
     }
 
     void finish(Transfer& transfer, std::optional<Failure> failure) {
+        ResponseHandler handler;
+        HttpResponse response;
+        std::exception_ptr error;
         {
             std::lock_guard lock(transfer.mutex);
             if (transfer.done) return;
@@ -356,8 +387,18 @@ private:
                 failure->message = detail::redact(failure->message, transfer.secrets);
                 transfer.failure = std::move(failure);
             }
+            if (transfer.on_done) {
+                handler = std::move(transfer.on_done);
+                error = outcome(transfer, response);
+            }
         }
         transfer.changed.notify_all();
+        if (!handler) return;
+        try {
+            handler(std::move(response), std::move(error));
+        } catch (...) {
+            // A handler must not throw; the loop goes on with the other transfers.
+        }
     }
 
     void detach(std::shared_ptr<Transfer> transfer,
@@ -454,6 +495,9 @@ private:
     }
 
     void run() {
+#if defined(__linux__)
+        pthread_setname_np(pthread_self(), "ullm-io");
+#endif
         for (;;) {
             std::deque<Command> commands;
             {
@@ -513,8 +557,31 @@ private:
 namespace {
 
 [[noreturn]] void throw_failure(const Failure& failure) {
-    throw TransportError(failure.code, failure.message, failure.retryable);
+    throw failure_error(failure);
 }
+
+void cancel_quietly(CurlTransport::Engine& engine,
+                    const std::shared_ptr<Transfer>& transfer) noexcept {
+    try {
+        engine.cancel(transfer);
+    } catch (...) {
+        // Cancelling must never throw; at worst the transfer finishes on its own.
+    }
+}
+
+// A request of `CurlTransport::start`.
+class CurlPendingRequest final : public PendingRequest {
+public:
+    CurlPendingRequest(std::shared_ptr<CurlTransport::Engine> engine,
+                       std::shared_ptr<Transfer> transfer)
+        : engine_(std::move(engine)), transfer_(std::move(transfer)) {}
+
+    void cancel() noexcept override { cancel_quietly(*engine_, transfer_); }
+
+private:
+    std::shared_ptr<CurlTransport::Engine> engine_;
+    std::shared_ptr<Transfer> transfer_;
+};
 
 // Registers `on_stop` for the lifetime of a wait; the callback cancels the transfer.
 class CurlStream final : public HttpStream {
@@ -577,13 +644,7 @@ public:
         return true;
     }
 
-    void cancel() noexcept override {
-        try {
-            engine_->cancel(transfer_);
-        } catch (...) {
-            // Cancelling must never throw; at worst the transfer finishes on its own.
-        }
-    }
+    void cancel() noexcept override { cancel_quietly(*engine_, transfer_); }
 
 private:
     std::shared_ptr<CurlTransport::Engine> engine_;
@@ -606,11 +667,9 @@ HttpResponse CurlTransport::send(const HttpRequest& request, std::stop_token sto
     std::stop_callback on_stop(stop, [&] { engine_->cancel(transfer); });
     std::unique_lock lock(transfer->mutex);
     transfer->changed.wait(lock, [&] { return transfer->done || transfer->cancelled; });
-    if (transfer->cancelled) throw CancelledError("the request was cancelled");
-    if (transfer->failure) throw_failure(*transfer->failure);
     HttpResponse response;
-    static_cast<HttpResponseHead&>(response) = std::move(transfer->head);
-    response.body = std::move(transfer->body);
+    if (const std::exception_ptr error = outcome(*transfer, response))
+        std::rethrow_exception(error);
     return response;
 }
 
@@ -619,6 +678,12 @@ std::unique_ptr<HttpStream> CurlTransport::open_stream(const HttpRequest& reques
     if (stop.stop_requested()) throw CancelledError("the request was cancelled");
     auto transfer = engine_->start(request, true);
     return std::make_unique<CurlStream>(engine_, std::move(transfer), std::move(stop));
+}
+
+std::shared_ptr<PendingRequest> CurlTransport::start(const HttpRequest& request,
+                                                     ResponseHandler on_done) {
+    auto transfer = engine_->start(request, false, std::move(on_done));
+    return std::make_shared<CurlPendingRequest>(engine_, std::move(transfer));
 }
 
 std::size_t CurlTransport::active_transfers() const {

@@ -6,6 +6,8 @@
 #include <ullm/client/budget.hpp>
 #include <ullm/client/chat_stream.hpp>
 #include <ullm/client/structured_output.hpp>
+#include <ullm/core/executor.hpp>
+#include <ullm/core/result.hpp>
 #include <ullm/http/retry_policy.hpp>
 #include <ullm/http/transport.hpp>
 #include <ullm/providers/chat.hpp>
@@ -14,9 +16,12 @@
 #include <ullm/store/session_store.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -29,7 +34,8 @@ struct ConversationOptions;
 
 namespace detail {
 struct ConversationCalls;
-}
+class ClientHandle;
+}  // namespace detail
 
 /// One finished model request, as `ClientOptions::on_usage` is told of it.
 struct UsageReport {
@@ -91,6 +97,27 @@ namespace detail {
 void check_poll_options(const PollOptions& options);
 }  // namespace detail
 
+/// How an async call runs (`Client::complete_async`). A value type.
+struct AsyncOptions {
+    /// Cancels the call: it completes with `CancelledError` within moments, even while the
+    /// server is silent or a retry is waiting.
+    std::stop_token stop;
+    /// Where the completion runs; the client's callback thread (`ullm-cb`) when null.
+    std::shared_ptr<Executor> executor;
+    /// The call's budget, applied as `complete(request, stop, budget)` applies it.
+    std::optional<CallBudget> budget;
+};
+
+/// How `Client::complete_many` runs its requests. A value type.
+struct BatchOptions {
+    /// How many requests are in flight at once; at least 1 (else `invalid_batch_options`).
+    std::size_t max_in_flight = 64;
+    /// Cancels the requests not finished yet: each completes with `CancelledError`.
+    std::stop_token stop;
+    /// Each request's budget, applied as `complete(request, stop, budget)` applies it.
+    std::optional<CallBudget> budget;
+};
+
 /// Where a model is served: the provider and the model id it knows.
 struct Route {
     std::shared_ptr<const Provider> provider;
@@ -133,6 +160,29 @@ public:
     /// once with `status` `queued` or `in_progress`, its `response_id`, no content and zero usage,
     /// and is not reported to `on_usage`: `wait_response` returns and reports it once finished.
     [[nodiscard]] ChatResponse complete(ChatRequest request, std::stop_token stop = {}) const;
+
+    /// Starts `request` and returns at once; the future holds the response, or the error that
+    /// `complete` would have thrown (routing and option errors included: an async call throws
+    /// nothing but `std::bad_alloc`). Retries as `complete` does, its waits on a timer. Runs on
+    /// the transport's I/O loop with no thread per call (a custom `Transport` that does not
+    /// implement `start` costs one thread per call in flight); the response is decoded on the
+    /// client's callback thread. When the last copy of the client goes, every async call still
+    /// running completes with `CancelledError`.
+    [[nodiscard]] std::future<ChatResponse> complete_async(ChatRequest request,
+                                                           AsyncOptions options = {}) const;
+
+    /// As `complete_async(request, options)`, calling `on_done` once with the outcome, on
+    /// `options.executor` (else the client's callback thread, where a slow callback delays the
+    /// completions queued behind it). What `on_done` throws is dropped.
+    void complete_async(ChatRequest request, std::function<void(Result<ChatResponse>)> on_done,
+                        AsyncOptions options = {}) const;
+
+    /// Sends every request of `requests`, at most `options.max_in_flight` at a time, and waits
+    /// for all of them: one result per request, in request order, each the response or the
+    /// error of that request alone. Throws only `InvalidOptionError` `invalid_batch_options`
+    /// (before any I/O) when `max_in_flight` is 0.
+    [[nodiscard]] std::vector<Result<ChatResponse>> complete_many(std::vector<ChatRequest> requests,
+                                                                  BatchOptions options = {}) const;
 
     /// A stream of `request`'s response; nothing is sent until the first event is pulled.
     [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop = {}) const;
@@ -284,6 +334,9 @@ public:
 private:
     friend struct detail::ConversationCalls;
     std::shared_ptr<State> state_;
+    // Held by every copy of this client, never by its calls: when the last copy goes, the
+    // async calls still running are cancelled.
+    std::shared_ptr<detail::ClientHandle> handle_;
 };
 
 }  // namespace ullm

@@ -64,6 +64,7 @@
     X(invalid_document)                               \
     X(invalid_response_id)                            \
     X(invalid_poll_options)                           \
+    X(invalid_batch_options)                          \
     X(invalid_context_manager_output)                 \
     X(invalid_context_window)                         \
     X(invalid_max_tool_rounds)                        \

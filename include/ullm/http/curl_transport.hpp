@@ -45,6 +45,10 @@ public:
     HttpResponse send(const HttpRequest& request, std::stop_token stop = {}) override;
     std::unique_ptr<HttpStream> open_stream(const HttpRequest& request,
                                             std::stop_token stop = {}) override;
+    /// Runs on the I/O loop; the handler is called on the I/O thread (or, when the transport
+    /// has been shut down, on the calling thread).
+    std::shared_ptr<PendingRequest> start(const HttpRequest& request,
+                                          ResponseHandler on_done) override;
 
     /// Transfers currently running on the I/O thread (for tests and diagnostics).
     [[nodiscard]] std::size_t active_transfers() const;

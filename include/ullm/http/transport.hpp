@@ -1,9 +1,12 @@
 #pragma once
 
-/// The seam between ullm and the network: blocking requests and pull-based streams.
+/// The seam between ullm and the network: blocking requests, requests that report their end
+/// to a handler, and pull-based streams.
 
 #include <ullm/http/http_types.hpp>
 
+#include <exception>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -31,6 +34,22 @@ public:
     virtual void cancel() noexcept = 0;
 };
 
+/// A request started with `Transport::start`. Dropping it does not cancel the request.
+class PendingRequest {
+public:
+    virtual ~PendingRequest() = default;
+
+    /// Aborts the request: its handler is called with `CancelledError`, unless the request
+    /// ended first. Thread-safe and idempotent; never blocks and never calls the handler itself.
+    virtual void cancel() noexcept = 0;
+};
+
+/// Receives the end of a started request, exactly once: the whole response (HTTP error
+/// statuses included) with a null `error`, or an empty response and the error that ended it
+/// (`TransportError`, `CancelledError`). Runs on a transport thread: it must return quickly and
+/// never block on another request of the same transport.
+using ResponseHandler = std::function<void(HttpResponse response, std::exception_ptr error)>;
+
 /// Sends HTTP requests. Implementations are thread-safe.
 class Transport {
 public:
@@ -44,6 +63,13 @@ public:
     /// Starts `request` and returns its body as a stream. Requesting `stop` cancels it.
     virtual std::unique_ptr<HttpStream> open_stream(const HttpRequest& request,
                                                     std::stop_token stop = {}) = 0;
+
+    /// Starts `request` and returns at once; `on_done` receives its end (see
+    /// `ResponseHandler`). The transport must outlive the request. `CurlTransport` runs it on
+    /// its I/O loop, no thread per request; this default runs `send` on a thread of its own per
+    /// request, so that any transport can serve the async calls.
+    virtual std::shared_ptr<PendingRequest> start(const HttpRequest& request,
+                                                  ResponseHandler on_done);
 };
 
 }  // namespace ullm

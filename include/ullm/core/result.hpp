@@ -1,0 +1,69 @@
+#pragma once
+
+/// `Result<T>`: the outcome of one async call, a value or the error that ended it.
+
+#include <ullm/core/error.hpp>
+
+#include <exception>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace ullm {
+
+/// A value of `T`, or the exception that took its place. What an async callback receives and
+/// what `Client::complete_many` returns per request. A value type; not thread-safe.
+template <class T>
+class Result {
+public:
+    /// A success.
+    Result(T value) : outcome_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+    /// A failure; `error` must not be null.
+    Result(std::exception_ptr error)  // NOLINT: implicit, as a function returns either
+        : outcome_(std::in_place_index<1>, std::move(error)) {}
+
+    /// Whether this holds a value.
+    [[nodiscard]] bool has_value() const noexcept { return outcome_.index() == 0; }
+    explicit operator bool() const noexcept { return has_value(); }
+
+    /// The value; rethrows the error when there is none.
+    [[nodiscard]] T& value() & {
+        rethrow_error();
+        return std::get<0>(outcome_);
+    }
+    [[nodiscard]] const T& value() const& {
+        rethrow_error();
+        return std::get<0>(outcome_);
+    }
+    [[nodiscard]] T&& value() && {
+        rethrow_error();
+        return std::get<0>(std::move(outcome_));
+    }
+
+    /// The error, or null for a success.
+    [[nodiscard]] std::exception_ptr error() const noexcept {
+        return has_value() ? nullptr : std::get<1>(outcome_);
+    }
+
+    /// The stable code of the error (`cancelled`, `rate_limited`, …); empty for a success, and
+    /// `unknown` for an exception that is not an `ullm::Error`.
+    [[nodiscard]] std::string error_code() const {
+        if (has_value()) return {};
+        try {
+            std::rethrow_exception(std::get<1>(outcome_));
+        } catch (const Error& error) {
+            return error.code();
+        } catch (...) {
+            return "unknown";
+        }
+    }
+
+private:
+    void rethrow_error() const {
+        if (!has_value()) std::rethrow_exception(std::get<1>(outcome_));
+    }
+
+    std::variant<T, std::exception_ptr> outcome_;
+};
+
+}  // namespace ullm
