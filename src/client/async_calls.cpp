@@ -1,7 +1,8 @@
-// The async face of `Client`: `complete_async` (future and callback) and `complete_many`. A
-// call is one `CompletionCall`: its attempts run on the transport's loop (`Transport::start`),
-// its answers are decoded and its retries wait on the client's callback thread, and it
-// completes once, through `finish`.
+// The async face of `Client`: `complete_async` (future and callback), `complete_many` and
+// `stream_async`. A completion is one `CompletionCall`: its attempts run on the transport's
+// loop (`Transport::start`), its answers are decoded and its retries wait on the client's
+// callback thread, and it completes once, through `finish`. A stream is one `StreamCall`: the
+// loop tells it when bytes arrive, and it polls its `ChatStreamState` on the callback thread.
 
 #include <ullm/client/client.hpp>
 
@@ -9,6 +10,7 @@
 #include <ullm/detail/redact.hpp>
 
 #include "call_steps.hpp"
+#include "chat_stream_state.hpp"
 #include "client_state.hpp"
 
 #include <atomic>
@@ -253,7 +255,283 @@ private:
     bool finished_ = false;
 };
 
+using Poll = detail::ChatStreamState::Poll;
+
+class StreamCall final : public detail::AsyncCall, public std::enable_shared_from_this<StreamCall> {
+public:
+    StreamCall(std::shared_ptr<Client::State> client, StreamCallbacks callbacks,
+               std::shared_ptr<Executor> executor)
+        : client_(std::move(client)),
+          callbacks_(std::move(callbacks)),
+          executor_(std::move(executor)) {}
+
+    // Routes, checks and makes the stream, then starts polling it; an error on the way ends
+    // the stream through `on_done`.
+    void begin(const Client& owner, ChatRequest request, AsyncOptions options) {
+        try {
+            Route route = detail::routed(owner, request, true);
+            if (options.budget) {
+                detail::check_call_budget(*options.budget);
+                if (auto skipped =
+                        detail::within_budget(*client_, request, route, *options.budget)) {
+                    state_ = std::make_unique<detail::ChatStreamState>(
+                        client_, std::move(route), std::move(request), std::move(*skipped));
+                }
+            }
+            if (!state_) {
+                state_ = std::make_unique<detail::ChatStreamState>(
+                    client_, std::move(route), std::move(request), std::stop_token{});
+            }
+        } catch (...) {
+            // Told on the callback thread, after `stream_async` returned, as every outcome is.
+            post([self = shared_from_this(), error = std::current_exception()] {
+                self->end(error);
+            });
+            return;
+        }
+        notify_ = [weak = weak_from_this()] {
+            if (auto held = weak.lock()) wake(std::move(held));
+        };
+        {
+            std::lock_guard lock(mutex_);
+            self_ = shared_from_this();
+        }
+        if (!client_->async_calls.add(shared_from_this())) {
+            state_->cancel();
+        } else if (options.stop.stop_possible()) {
+            on_stop_.emplace(std::move(options.stop), StopHandler{weak_from_this()});
+        }
+        wake(shared_from_this());
+    }
+
+    void cancel() noexcept override {
+        if (!state_) return;  // `begin` failed: the stream has ended
+        state_->cancel();     // a read in progress ends with CancelledError
+        wake(shared_from_this());
+    }
+
+private:
+    struct StopHandler {
+        std::weak_ptr<StreamCall> call;
+        void operator()() const noexcept {
+            if (const auto held = call.lock()) held->cancel();
+        }
+    };
+
+    // Runs `work` where the callbacks run: the executor, else the callback thread.
+    void post(std::function<void()> work) noexcept {
+        if (executor_) {
+            executor_->post(std::move(work));
+        } else {
+            client_->callbacks.post(std::move(work));
+        }
+    }
+
+    // Has `drive` run on the callback thread, unless it is already due. The reference moves
+    // into the posted work: a transport thread must never let go of the last one.
+    static void wake(std::shared_ptr<StreamCall> self) noexcept {
+        Client::State& client = *self->client_;
+        bool due = false;
+        {
+            std::lock_guard lock(self->mutex_);
+            due = self->scheduled_;
+            self->scheduled_ = true;
+        }
+        if (due) {
+            client.callbacks.post([held = std::move(self)] {});
+        } else {
+            client.callbacks.post([held = std::move(self)] { held->drive(); });
+        }
+    }
+
+    // On the callback thread: polls the stream for a batch of events and hands it over.
+    void drive() {
+        {
+            std::lock_guard lock(mutex_);
+            scheduled_ = false;
+            if (ended_ || delivering_ || threaded_) return;
+        }
+        constexpr std::size_t batch_limit = 256;  // then the other streams have their turn
+        std::vector<StreamEvent> batch;
+        std::exception_ptr error;
+        bool ended = false;
+        Poll outcome = Poll::blocked;
+        while (batch.size() < batch_limit) {
+            std::optional<StreamEvent> event;
+            try {
+                event = state_->poll(notify_, outcome);
+            } catch (...) {
+                error = std::current_exception();
+                break;
+            }
+            if (outcome != Poll::event) {
+                ended = outcome == Poll::finished;
+                break;
+            }
+            batch.push_back(std::move(*event));
+            if (batch.back().type == StreamEvent::Type::done) {
+                ended = true;
+                break;
+            }
+        }
+        if (outcome == Poll::needs_thread && batch.empty() && !error) {
+            read_on_thread();
+            return;
+        }
+        // A full batch, or one read before the stream turned out to need a thread: poll again.
+        const bool more = batch.size() == batch_limit || outcome == Poll::needs_thread;
+        if (outcome == Poll::blocked && !error && !ended) {
+            if (const auto deadline = state_->retry_deadline()) {
+                client_->callbacks.post_after(*deadline - std::chrono::steady_clock::now(),
+                                              [self = shared_from_this()] { wake(self); });
+            }
+        }
+        if (batch.empty() && !error && !ended) return;
+        const bool last = ended || error != nullptr;
+        // Moved all the way into `on_done`: this thread keeps no reference to the error once
+        // the callback has it (see `end`).
+        hand_over(std::move(batch), std::move(error), last, more);
+    }
+
+    // Gives a batch to the callbacks: here (the callback thread), or on the executor, which
+    // has it back to `drive` when it is done.
+    void hand_over(std::vector<StreamEvent> batch, std::exception_ptr error, bool ended,
+                   bool more) {
+        if (!executor_) {
+            deliver(batch, std::move(error), ended);
+            if (more) wake(shared_from_this());
+            return;
+        }
+        {
+            std::lock_guard lock(mutex_);
+            delivering_ = true;
+        }
+        executor_->post([self = shared_from_this(), batch = std::move(batch),
+                         error = std::move(error), ended]() mutable {
+            self->deliver(batch, std::move(error), ended);
+            {
+                std::lock_guard lock(self->mutex_);
+                self->delivering_ = false;
+            }
+            if (!ended) wake(std::move(self));
+        });
+    }
+
+    // Calls `on_event` for each event, then `on_done` when the stream has ended.
+    void deliver(const std::vector<StreamEvent>& batch, std::exception_ptr error, bool ended) {
+        for (const StreamEvent& event : batch) {
+            if (!callbacks_.on_event) break;
+            try {
+                callbacks_.on_event(event);
+            } catch (...) {
+                // The consumer gave up on the stream: it is cancelled, and learns why.
+                state_->cancel();
+                error = std::current_exception();
+                ended = true;
+                break;
+            }
+        }
+        if (ended) end(std::move(error));
+    }
+
+    // An offline provider, or a stream that cannot notify: pulled on a thread of its own,
+    // each event handed over (and taken) before the next is read.
+    void read_on_thread() {
+        {
+            std::lock_guard lock(mutex_);
+            threaded_ = true;
+        }
+        std::thread([self = shared_from_this()] {
+            for (bool ended = false; !ended;) {
+                std::vector<StreamEvent> batch;
+                std::exception_ptr error;
+                try {
+                    if (auto event = self->state_->next()) {
+                        ended = event->type == StreamEvent::Type::done;
+                        batch.push_back(std::move(*event));
+                    } else {
+                        ended = true;
+                    }
+                } catch (...) {
+                    error = std::current_exception();
+                    ended = true;
+                }
+                // Shared: the callback thread may still be inside `set_value` when this one
+                // wakes and goes on.
+                auto taken = std::make_shared<std::promise<void>>();
+                auto handed = taken->get_future();
+                self->post([&self, &batch, &error, ended, taken] {
+                    self->deliver(batch, std::move(error), ended);
+                    taken->set_value();
+                });
+                handed.wait();
+                std::lock_guard lock(self->mutex_);
+                ended = ended || self->ended_;
+            }
+        }).detach();
+    }
+
+    // Ends the stream once: `on_done` with the error, else with the whole response. The error
+    // is moved into the callback's `Result`, so that whoever holds it last frees it: holding a
+    // copy here would make this thread free an exception the consumer may still be reading
+    // (harmless, but TSan cannot see libstdc++'s reference count and reports it).
+    void end(std::exception_ptr error) {
+        std::shared_ptr<StreamCall> keep;  // let go of after `on_done`, by the caller's frame
+        {
+            std::lock_guard lock(mutex_);
+            if (ended_) return;
+            ended_ = true;
+            keep = std::move(self_);
+        }
+        client_->async_calls.remove(this);
+        if (!callbacks_.on_done) return;
+        std::optional<Result<ChatResponse>> result;
+        if (error) {
+            result.emplace(std::move(error));
+        } else if (state_ && state_->response()) {
+            result.emplace(*state_->response());
+        } else {
+            result.emplace(std::make_exception_ptr(
+                StreamTruncatedError("the stream ended without its done event")));
+        }
+        try {
+            callbacks_.on_done(std::move(*result));
+        } catch (...) {
+            // A callback cannot fail the loop, or the other calls.
+        }
+    }
+
+    std::shared_ptr<Client::State> client_;
+    StreamCallbacks callbacks_;
+    std::shared_ptr<Executor> executor_;
+    std::unique_ptr<detail::ChatStreamState> state_;
+    std::function<void()> notify_;  // handed to each attempt's stream
+    std::optional<std::stop_callback<StopHandler>> on_stop_;
+
+    std::mutex mutex_;
+    // The stream's own reference while it runs: between two batches nothing else holds it
+    // (the loop's notification holds it weakly). `end` lets go of it on the thread that runs
+    // the callbacks, never on a transport thread.
+    std::shared_ptr<StreamCall> self_;
+    bool scheduled_ = false;   // a `drive` is posted and has not started
+    bool delivering_ = false;  // a batch is on the executor
+    bool threaded_ = false;    // pulled by `read_on_thread`
+    bool ended_ = false;
+};
+
 }  // namespace
+
+void StreamHandle::cancel() const noexcept {
+    if (const auto call = call_.lock()) call->cancel();
+}
+
+StreamHandle Client::stream_async(ChatRequest request, StreamCallbacks callbacks,
+                                  AsyncOptions options) const {
+    auto executor = std::move(options.executor);
+    auto call = std::make_shared<StreamCall>(state_, std::move(callbacks), std::move(executor));
+    call->begin(*this, std::move(request), std::move(options));
+    return StreamHandle(call);
+}
 
 void Client::complete_async(ChatRequest request, std::function<void(Result<ChatResponse>)> on_done,
                             AsyncOptions options) const {

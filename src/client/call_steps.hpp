@@ -6,6 +6,8 @@
 #include <ullm/client/client.hpp>
 
 #include <optional>
+#include <string>
+#include <string_view>
 
 namespace ullm::detail {
 
@@ -25,6 +27,10 @@ std::optional<ChatResponse> within_budget(const Client::State& state, const Chat
 /// The provider's encoding of `request`; text that is not valid UTF-8 (which no JSON body can
 /// carry) is an `InvalidMessageError`, not a JSON library exception.
 HttpRequest encode_request(const Provider& provider, const ChatRequest& request, bool stream);
+
+/// Fills in the cost of `response` when its model has a price.
+void price_response(const PriceTable& prices, ChatResponse& response, std::string_view provider,
+                    const std::string& model);
 
 /// Checks and prices a response of `route`; a finished one is reported to `on_usage` when
 /// `report` says so (an unfinished background response has spent nothing yet).

@@ -114,6 +114,8 @@ struct Transfer {
     std::optional<Failure> failure;
     // Started with `CurlTransport::start`: told of the end instead of a waiting reader.
     ResponseHandler on_done;
+    // A stream's reader that does not wait: told when there is something to read.
+    std::shared_ptr<const std::function<void()>> on_news;
 
     ~Transfer() {
         if (header_list != nullptr) curl_slist_free_all(header_list);
@@ -365,8 +367,24 @@ private:
         for (Transfer* transfer : news_) {
             transfer->has_news = false;
             transfer->changed.notify_all();
+            tell_reader(*transfer);
         }
         news_.clear();
+    }
+
+    // Calls the reader's `notify_when_ready` callback, if it has one.
+    static void tell_reader(Transfer& transfer) noexcept {
+        std::shared_ptr<const std::function<void()>> notify;
+        {
+            std::lock_guard lock(transfer.mutex);
+            notify = transfer.on_news;
+        }
+        if (!notify) return;
+        try {
+            (*notify)();
+        } catch (...) {
+            // A notification must not throw; the loop goes on with the other transfers.
+        }
     }
 
     void publish_active_count() {
@@ -393,6 +411,7 @@ private:
             }
         }
         transfer.changed.notify_all();
+        tell_reader(transfer);
         if (!handler) return;
         try {
             handler(std::move(response), std::move(error));
@@ -599,6 +618,7 @@ public:
             // Under the lock: the I/O thread may still be writing until the cancel is applied.
             std::lock_guard lock(transfer_->mutex);
             buffer.swap(transfer_->body);
+            transfer_->on_news.reset();
         }
         engine_->buffers().give(std::move(buffer));
     }
@@ -616,7 +636,21 @@ public:
             if (transfer_->failure) throw_failure(*transfer_->failure);
             throw TransportError(ErrorCode::connection_failed, "the server sent no response", true);
         }
+        head_returned_ = true;
         return transfer_->head;
+    }
+
+    bool notify_when_ready(std::function<void()> notify) override {
+        auto shared = std::make_shared<const std::function<void()>>(std::move(notify));
+        std::lock_guard lock(transfer_->mutex);
+        transfer_->on_news = std::move(shared);
+        return true;
+    }
+
+    bool ready() override {
+        std::lock_guard lock(transfer_->mutex);
+        if (transfer_->done || transfer_->cancelled) return true;
+        return head_returned_ ? !transfer_->body.empty() : transfer_->head_ready;
     }
 
     bool read(std::string& out) override {
@@ -649,6 +683,7 @@ public:
 private:
     std::shared_ptr<CurlTransport::Engine> engine_;
     std::shared_ptr<Transfer> transfer_;
+    bool head_returned_ = false;  // the consumer's own
     std::stop_callback<std::function<void()>> on_stop_;
 };
 

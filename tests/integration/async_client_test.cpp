@@ -55,6 +55,15 @@ ullm::test::RequestHandler echo(std::chrono::milliseconds delay = {}) {
     };
 }
 
+// The code of the error a failed future holds. Read through a shared_future, which keeps the
+// call's state (and so the exception) until the catch has ended: `std::future::get()` lets go
+// of the state while it unwinds, and TSan, which cannot see libstdc++'s count of references to
+// an exception, then takes the callback thread's release of it for a race with the catch.
+std::string failure_code(std::future<ullm::ChatResponse>& future) {
+    const auto shared = future.share();
+    return error_code_of([&] { (void)shared.get(); });
+}
+
 // A test executor: one thread that runs what is posted, in order.
 class QueueExecutor final : public ullm::Executor {
 public:
@@ -105,11 +114,10 @@ struct Collected {
 
     auto handler() {
         return [this](ullm::Result<ullm::ChatResponse> result) {
-            {
-                std::lock_guard lock(mutex);
-                results.push_back(std::move(result));
-                threads.push_back(std::this_thread::get_id());
-            }
+            // Notified under the lock: the waiter may destroy this as soon as it is released.
+            std::lock_guard lock(mutex);
+            results.push_back(std::move(result));
+            threads.push_back(std::this_thread::get_id());
             changed.notify_all();
         };
     }
@@ -180,7 +188,7 @@ TEST_CASE("errors of an async call come through its result, never thrown at the 
         auto request = ask();
         request.model = "nowhere/model";
         auto future = client.complete_async(request);
-        CHECK(error_code_of([&] { (void)future.get(); }) == "unknown_model_route");
+        CHECK(failure_code(future) == "unknown_model_route");
     }
     SECTION("an invalid option, through the callback, after complete_async returned") {
         auto request = ask();
@@ -202,7 +210,7 @@ TEST_CASE("errors of an async call come through its result, never thrown at the 
         server.enqueue(ScriptedResponse::json(
             401, R"({"error":{"message":"Incorrect API key","type":"invalid_request_error"}})"));
         auto future = client.complete_async(ask());
-        CHECK(error_code_of([&] { (void)future.get(); }) == "authentication_failed");
+        CHECK(failure_code(future) == "authentication_failed");
         CHECK(server.request_count() == 1);
     }
     CHECK(server.request_count() <= 1);
@@ -231,7 +239,8 @@ TEST_CASE("an async call retries on a timer and the secret never reaches its err
         }
         return "no error";
     };
-    const std::string async_error = what([&] { (void)failed.get(); });
+    const auto shared = failed.share();  // see failure_code
+    const std::string async_error = what([&] { (void)shared.get(); });
     CHECK(async_error.find("[ullm.provider_error]") == 0);
     CHECK(async_error.find("sk-test-secret") == std::string::npos);
     // The same error as the blocking call's.
@@ -254,7 +263,7 @@ TEST_CASE("cancelling an async call completes it promptly, even with a silent se
         REQUIRE(server.wait_for_requests(1, 10s));
         stop.request_stop();
         REQUIRE(future.wait_for(10s) == std::future_status::ready);
-        CHECK(error_code_of([&] { (void)future.get(); }) == "cancelled");
+        CHECK(failure_code(future) == "cancelled");
         CHECK(server.wait_for_client_aborts(1, 10s));
     }
     SECTION("waiting for a retry") {
@@ -266,14 +275,14 @@ TEST_CASE("cancelling an async call completes it promptly, even with a silent se
         std::this_thread::sleep_for(50ms);  // the answer arrives, the retry waits
         stop.request_stop();
         REQUIRE(future.wait_for(10s) == std::future_status::ready);
-        CHECK(error_code_of([&] { (void)future.get(); }) == "cancelled");
+        CHECK(failure_code(future) == "cancelled");
         CHECK(server.request_count() == 1);
     }
     SECTION("already cancelled: nothing is sent") {
         std::stop_source stop;
         stop.request_stop();
         auto future = client.complete_async(ask(), {.stop = stop.get_token()});
-        CHECK(error_code_of([&] { (void)future.get(); }) == "cancelled");
+        CHECK(failure_code(future) == "cancelled");
         CHECK(server.request_count() == 0);
     }
 }
@@ -313,7 +322,7 @@ TEST_CASE("when the last copy of a client goes, its calls in flight complete can
     }
     for (auto& future : futures) {
         REQUIRE(future.wait_for(10s) == std::future_status::ready);
-        CHECK(error_code_of([&] { (void)future.get(); }) == "cancelled");
+        CHECK(failure_code(future) == "cancelled");
     }
 }
 
@@ -321,12 +330,12 @@ TEST_CASE("the last copy of a client may go inside a callback", "[async][integra
     TestServer server;
     server.set_handler(echo());
     auto holder = std::make_shared<std::optional<ullm::Client>>(ullm::Client(options_for(server)));
-    std::promise<std::string> seen;
-    (*holder)->complete_async(ask("bye"), [holder, &seen](ullm::Result<ullm::ChatResponse> result) {
+    auto seen = std::make_shared<std::promise<std::string>>();
+    auto future = seen->get_future();
+    (*holder)->complete_async(ask("bye"), [holder, seen](ullm::Result<ullm::ChatResponse> result) {
         holder->reset();  // the client's last copy
-        seen.set_value(result.value().text);
+        seen->set_value(result.value().text);
     });
-    auto future = seen.get_future();
     REQUIRE(future.wait_for(10s) == std::future_status::ready);
     CHECK(future.get() == "echo: bye");
 }
@@ -342,7 +351,7 @@ TEST_CASE("an async call applies its budget before any I/O", "[async][integratio
     auto refused = client.complete_async(
         request,
         {.budget = ullm::CallBudget{.usd = 0.0001, .action = ullm::BudgetAction::throw_error}});
-    CHECK(error_code_of([&] { (void)refused.get(); }) == "budget_exceeded");
+    CHECK(failure_code(refused) == "budget_exceeded");
     CHECK(server.request_count() == 0);
 }
 
@@ -434,4 +443,301 @@ TEST_CASE("complete_many stops what has not finished when asked", "[async][integ
     REQUIRE(results.size() == 6);
     for (const auto& result : results) CHECK(result.error_code() == "cancelled");
     CHECK(server.request_count() == 2);
+}
+
+namespace {
+
+std::string text_chunk(const std::string& text, const std::string& finish = "null") {
+    return "data: {\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"content\":" +
+           json(text).dump() + "},\"finish_reason\":" + finish + "}]}\n\n";
+}
+
+// A Chat Completions stream of `words` deltas: "w0 w1 ...".
+std::string word_stream(int words, const std::string& prefix = "w") {
+    std::string wire;
+    for (int i = 0; i < words; ++i) wire += text_chunk(prefix + std::to_string(i) + " ");
+    return wire + text_chunk("", "\"stop\"") + "data: [DONE]\n\n";
+}
+
+std::string word_text(int words, const std::string& prefix = "w") {
+    std::string text;
+    for (int i = 0; i < words; ++i) text += prefix + std::to_string(i) + " ";
+    return text;
+}
+
+// What one async stream delivered, and when it ended.
+struct StreamLog {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::string text;
+    std::vector<ullm::StreamEvent::Type> types;
+    std::vector<std::thread::id> threads;
+    std::optional<ullm::Result<ullm::ChatResponse>> done;
+    bool event_after_done = false;
+    int concurrent = 0;
+    int most_concurrent = 0;
+
+    ullm::StreamCallbacks callbacks() {
+        return {[this](const ullm::StreamEvent& event) {
+                    {
+                        std::lock_guard lock(mutex);
+                        most_concurrent = std::max(most_concurrent, ++concurrent);
+                        event_after_done = event_after_done || done.has_value();
+                        text +=
+                            event.type == ullm::StreamEvent::Type::text_delta ? event.delta : "";
+                        types.push_back(event.type);
+                        threads.push_back(std::this_thread::get_id());
+                    }
+                    std::lock_guard lock(mutex);
+                    --concurrent;
+                },
+                [this](ullm::Result<ullm::ChatResponse> result) {
+                    std::lock_guard lock(mutex);
+                    done.emplace(std::move(result));
+                    changed.notify_all();
+                }};
+    }
+    bool wait(std::chrono::milliseconds timeout = 10s) {
+        std::unique_lock lock(mutex);
+        return changed.wait_for(lock, timeout, [&] { return done.has_value(); });
+    }
+};
+
+}  // namespace
+
+TEST_CASE("stream_async hands every event over in order, then the response",
+          "[async][integration]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::sse(word_stream(300), 97));
+    const ullm::Client client(options_for(server));
+    StreamLog log;
+    client.stream_async(ask(), log.callbacks());
+    REQUIRE(log.wait());
+    REQUIRE(log.done->has_value());
+    CHECK(log.text == word_text(300));
+    CHECK(log.done->value().text == word_text(300));
+    CHECK(log.types.back() == ullm::StreamEvent::Type::done);
+    CHECK_FALSE(log.event_after_done);
+    CHECK(log.most_concurrent == 1);
+    CHECK(log.threads.front() != std::this_thread::get_id());
+}
+
+TEST_CASE("many async streams on one client are each exact", "[async][integration]") {
+    TestServer server;
+    server.set_handler([](const ullm::test::RecordedRequest& request) {
+        const json body = json::parse(request.body);
+        const std::string prefix = body["messages"].back()["content"].get<std::string>();
+        return ScriptedResponse::sse(word_stream(40, prefix), 50, 1ms);
+    });
+    const ullm::Client client(options_for(server));
+    std::vector<std::unique_ptr<StreamLog>> logs;
+    for (int i = 0; i < 30; ++i) {
+        logs.push_back(std::make_unique<StreamLog>());
+        client.stream_async(ask("s" + std::to_string(i) + "-"), logs.back()->callbacks());
+    }
+    for (int i = 0; i < 30; ++i) {
+        StreamLog& log = *logs[static_cast<std::size_t>(i)];
+        REQUIRE(log.wait(20s));
+        CHECK(log.text == word_text(40, "s" + std::to_string(i) + "-"));
+    }
+}
+
+TEST_CASE("stream_async runs its callbacks on the executor given", "[async][integration]") {
+    TestServer server;
+    server.enqueue(ScriptedResponse::sse(word_stream(20), 30, 1ms));
+    const ullm::Client client(options_for(server));
+    auto executor = std::make_shared<QueueExecutor>();
+    StreamLog log;
+    client.stream_async(ask(), log.callbacks(), {.executor = executor});
+    REQUIRE(log.wait());
+    CHECK(log.text == word_text(20));
+    for (const auto id : log.threads) CHECK(id == executor->id());
+}
+
+TEST_CASE("a stream whose callback throws is cancelled alone", "[async][integration]") {
+    TestServer server;
+    server.set_handler([](const ullm::test::RecordedRequest&) {
+        return ScriptedResponse::sse(word_stream(50), 40, 2ms);
+    });
+    const ullm::Client client(options_for(server));
+    StreamLog good;
+    std::promise<std::string> failed;
+    int events = 0;
+    client.stream_async(ask(), {[&events](const ullm::StreamEvent&) {
+                                    if (++events == 3) throw std::runtime_error("consumer broke");
+                                },
+                                [&failed](ullm::Result<ullm::ChatResponse> result) {
+                                    try {
+                                        (void)result.value();
+                                        failed.set_value("no error");
+                                    } catch (const std::exception& error) {
+                                        failed.set_value(error.what());
+                                    }
+                                }});
+    client.stream_async(ask(), good.callbacks());
+    auto outcome = failed.get_future();
+    REQUIRE(outcome.wait_for(10s) == std::future_status::ready);
+    CHECK(outcome.get() == "consumer broke");
+    CHECK(events == 3);
+    REQUIRE(good.wait());
+    CHECK(good.text == word_text(50));
+}
+
+TEST_CASE("an async stream is cancelled by its handle or its stop token, silent server or not",
+          "[async][integration]") {
+    TestServer server;
+    ScriptedResponse stalled = ScriptedResponse::sse(text_chunk("first "), 0);
+    stalled.stall = true;
+    const ullm::Client client(options_for(server));
+
+    SECTION("the handle, mid-stream") {
+        server.enqueue(stalled);
+        StreamLog log;
+        const ullm::StreamHandle handle = client.stream_async(ask(), log.callbacks());
+        REQUIRE(server.wait_for_requests(1, 10s));
+        for (int i = 0; i < 500; ++i) {
+            {
+                std::lock_guard lock(log.mutex);
+                if (!log.text.empty()) break;
+            }
+            std::this_thread::sleep_for(2ms);
+        }
+        handle.cancel();
+        REQUIRE(log.wait());
+        CHECK(log.done->error_code() == "cancelled");
+        CHECK(log.text == "first ");
+        handle.cancel();  // after the end: nothing
+    }
+    SECTION("the stop token, before the head") {
+        ScriptedResponse silent = stalled;
+        silent.delay_before_headers = 30s;
+        server.enqueue(silent);
+        std::stop_source stop;
+        StreamLog log;
+        client.stream_async(ask(), log.callbacks(), {.stop = stop.get_token()});
+        REQUIRE(server.wait_for_requests(1, 10s));
+        stop.request_stop();
+        REQUIRE(log.wait());
+        CHECK(log.done->error_code() == "cancelled");
+    }
+    SECTION("the client's last copy") {
+        server.enqueue(stalled);
+        StreamLog log;
+        {
+            const ullm::Client own(options_for(server));
+            own.stream_async(ask(), log.callbacks());
+            REQUIRE(server.wait_for_requests(1, 10s));
+        }
+        REQUIRE(log.wait());
+        CHECK(log.done->error_code() == "cancelled");
+    }
+}
+
+TEST_CASE("an async stream retries before its first event and reports errors through on_done",
+          "[async][integration]") {
+    TestServer server;
+    const ullm::Client client(options_for(server));
+
+    SECTION("a 503, then the stream") {
+        server.enqueue(ScriptedResponse::json(503, R"({"error":{"message":"busy"}})"));
+        server.enqueue(ScriptedResponse::sse(word_stream(5), 7));
+        StreamLog log;
+        client.stream_async(ask(), log.callbacks());
+        REQUIRE(log.wait());
+        REQUIRE(log.done->has_value());
+        CHECK(log.text == word_text(5));
+        CHECK(log.types.front() == ullm::StreamEvent::Type::retry);
+        CHECK(server.request_count() == 2);
+    }
+    SECTION("a 401 in pieces") {
+        ScriptedResponse denied;
+        denied.status = 401;
+        denied.headers = {{"Content-Type", "application/json"}};
+        denied.chunks = {R"({"error":{"message":"Incorrect)", R"( API key"}})"};
+        denied.chunk_delay = 20ms;
+        server.enqueue(denied);
+        StreamLog log;
+        client.stream_async(ask(), log.callbacks());
+        REQUIRE(log.wait());
+        CHECK(log.done->error_code() == "authentication_failed");
+        CHECK(log.types.empty());
+    }
+    SECTION("a model no provider serves") {
+        auto request = ask();
+        request.model = "nowhere/model";
+        StreamLog log;
+        client.stream_async(request, log.callbacks());
+        REQUIRE(log.wait());
+        CHECK(log.done->error_code() == "unknown_model_route");
+    }
+    SECTION("a stream cut short") {
+        ScriptedResponse cut = ScriptedResponse::sse(text_chunk("partial "), 0);
+        cut.disconnect = true;
+        server.enqueue(cut);
+        StreamLog log;
+        client.stream_async(ask(), log.callbacks());
+        REQUIRE(log.wait());
+        CHECK_FALSE(log.done->has_value());
+        CHECK(log.text == "partial ");
+    }
+}
+
+TEST_CASE("a slow consumer holds back its own stream, not the others", "[async][integration]") {
+    TestServer server;
+    server.set_handler([](const ullm::test::RecordedRequest&) {
+        return ScriptedResponse::sse(word_stream(200), 64);
+    });
+    const ullm::Client client(options_for(server));
+    auto slow_executor = std::make_shared<QueueExecutor>();
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    StreamLog slow;
+    ullm::StreamCallbacks held = slow.callbacks();
+    auto forward = held.on_event;
+    held.on_event = [forward, released](const ullm::StreamEvent& event) {
+        released.wait();
+        forward(event);
+    };
+    client.stream_async(ask(), held, {.executor = slow_executor});
+    StreamLog fast;
+    client.stream_async(ask(), fast.callbacks());
+    REQUIRE(fast.wait());
+    CHECK(fast.text == word_text(200));
+    {
+        std::lock_guard lock(slow.mutex);
+        CHECK_FALSE(slow.done.has_value());
+    }
+    release.set_value();
+    REQUIRE(slow.wait());
+    CHECK(slow.text == word_text(200));
+}
+
+TEST_CASE("stream_async serves offline providers and budgets", "[async][integration]") {
+    SECTION("offline, on a thread of its own") {
+        auto scripted = std::make_shared<ullm::ScriptedProvider>();
+        scripted->push_text("scripted stream");
+        const ullm::Client client({.providers = {scripted}});
+        auto request = ask();
+        request.model = "scripted/any";
+        StreamLog log;
+        client.stream_async(request, log.callbacks());
+        REQUIRE(log.wait());
+        REQUIRE(log.done->has_value());
+        CHECK(log.done->value().text == "scripted stream");
+        CHECK(log.types.back() == ullm::StreamEvent::Type::done);
+    }
+    SECTION("a skipped budget streams its usage and done, sends nothing") {
+        TestServer server;
+        const ullm::Client client(options_for(server));
+        auto request = ask();
+        request.max_tokens = 100000;
+        StreamLog log;
+        client.stream_async(
+            request, log.callbacks(),
+            {.budget = ullm::CallBudget{.usd = 0.0001, .action = ullm::BudgetAction::skip}});
+        REQUIRE(log.wait());
+        REQUIRE(log.done->has_value());
+        CHECK(log.done->value().raw_finish_reason == "budget_exceeded");
+        CHECK(server.request_count() == 0);
+    }
 }

@@ -35,6 +35,7 @@ struct ConversationOptions;
 namespace detail {
 struct ConversationCalls;
 class ClientHandle;
+class AsyncCall;
 }  // namespace detail
 
 /// One finished model request, as `ClientOptions::on_usage` is told of it.
@@ -118,6 +119,30 @@ struct BatchOptions {
     std::optional<CallBudget> budget;
 };
 
+/// What `Client::stream_async` calls. A value type.
+struct StreamCallbacks {
+    /// Each event of the stream in order, `done` last; never two at once for one stream. If it
+    /// throws, the stream is cancelled and `on_done` receives the exception.
+    std::function<void(const StreamEvent&)> on_event;
+    /// Once, after every `on_event`: the whole response (as the `done` event carried it), or
+    /// the error that ended the stream. What it throws is dropped.
+    std::function<void(Result<ChatResponse>)> on_done;
+};
+
+/// Cancels a stream started by `Client::stream_async`: it ends with `CancelledError` soon,
+/// unless it ended first. Dropping the handle does not cancel. Cheap to copy; thread-safe.
+class StreamHandle {
+public:
+    StreamHandle() = default;
+    /// Cancels the stream; idempotent, never blocks, a no-op once it has ended.
+    void cancel() const noexcept;
+
+private:
+    friend class Client;
+    explicit StreamHandle(std::weak_ptr<detail::AsyncCall> call) : call_(std::move(call)) {}
+    std::weak_ptr<detail::AsyncCall> call_;
+};
+
 /// Where a model is served: the provider and the model id it knows.
 struct Route {
     std::shared_ptr<const Provider> provider;
@@ -183,6 +208,17 @@ public:
     /// (before any I/O) when `max_in_flight` is 0.
     [[nodiscard]] std::vector<Result<ChatResponse>> complete_many(std::vector<ChatRequest> requests,
                                                                   BatchOptions options = {}) const;
+
+    /// Streams `request`'s response to `callbacks` and returns at once: events are read and
+    /// decoded as the I/O loop receives them, with no thread per stream (an offline provider or
+    /// a custom transport whose streams cannot notify costs one), and handed to the callbacks
+    /// in batches on `options.executor` (else the client's callback thread). The next batch is
+    /// read only once the callbacks have taken the last one, so a slow consumer holds back its
+    /// own stream alone (the transport stops reading it at `stream_buffer_bytes`). Retries as
+    /// `stream` does, its waits on a timer. Errors, routing and options included, come through
+    /// `on_done`; nothing is thrown but `std::bad_alloc`.
+    StreamHandle stream_async(ChatRequest request, StreamCallbacks callbacks,
+                              AsyncOptions options = {}) const;
 
     /// A stream of `request`'s response; nothing is sent until the first event is pulled.
     [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop = {}) const;

@@ -32,6 +32,20 @@ public:
     /// Aborts the transfer. Waiting and later calls throw `CancelledError`. Thread-safe and
     /// idempotent.
     virtual void cancel() noexcept = 0;
+
+    /// Asks to be told, by `notify`, whenever `head()` or `read()` has become able to return
+    /// without waiting (something arrived, or the stream ended), so that a consumer can read
+    /// it without a thread of its own. `notify` runs on a transport thread and must not block;
+    /// it may run spuriously. Returns false, and never calls `notify`, when the stream cannot
+    /// tell (this default): its reads may wait.
+    virtual bool notify_when_ready(std::function<void()> notify) {
+        (void)notify;
+        return false;
+    }
+
+    /// Whether the next `head()` (until it has returned) or `read()` returns without waiting.
+    /// Meaningful once `notify_when_ready` returned true; true by default.
+    [[nodiscard]] virtual bool ready() { return true; }
 };
 
 /// A request started with `Transport::start`. Dropping it does not cancel the request.
