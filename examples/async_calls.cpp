@@ -3,8 +3,8 @@
 // An in-process HTTP server on 127.0.0.1 plays the OpenAI Chat Completions API: it answers each
 // question after 50 ms, counting how many it is answering at once, and streams one answer
 // word by word. The program sends a request for a future, one with a callback, a batch of 24
-// with at most 8 in flight, and a stream pushed to callbacks, then cancels a request the
-// server never answers.
+// with at most 8 in flight, a stream pushed to callbacks, the same from a coroutine, then
+// cancels a request the server never answers.
 
 #include <ullm/client/client.hpp>
 #include <ullm/core/error.hpp>
@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <coroutine>
 #include <cstdio>
+#include <exception>
 #include <future>
 #include <memory>
 #include <stop_token>
@@ -68,6 +70,36 @@ ullm::test::ScriptedResponse answer(const ullm::test::RecordedRequest& request) 
     return {.headers = {{"Content-Type", "application/json"}},
             .body = reply.dump(),
             .delay_before_headers = 50ms};
+}
+
+// A coroutine type of the plainest kind (it starts at once, nobody awaits it): ullm's
+// awaitables need no coroutine library.
+struct Detached {
+    struct promise_type {
+        Detached get_return_object() { return {}; }
+        std::suspend_never initial_suspend() noexcept { return {}; }
+        std::suspend_never final_suspend() noexcept { return {}; }
+        void return_void() {}
+        void unhandled_exception() { std::terminate(); }
+    };
+};
+
+// Asks one question with co_await, then streams the answer to another, event by event.
+Detached converse(ullm::Client client, std::shared_ptr<std::promise<void>> finished) {
+    try {
+        const ullm::ChatResponse first = co_await client.co_complete(ask("question 3"));
+        fmt::print("coroutine: {}\n", first.text);
+
+        ullm::AsyncEventStream stream = client.co_stream(ask("how do coroutines stream?"));
+        std::string streamed;
+        while (auto event = co_await stream.next()) {
+            if (const auto* delta = event->text_delta()) streamed += *delta;
+        }
+        fmt::print("coroutine streamed: {}\n", streamed);
+    } catch (const ullm::Error& error) {
+        fmt::print("coroutine failed: {}\n", error.what());
+    }
+    finished->set_value();
 }
 
 }  // namespace
@@ -132,7 +164,12 @@ int main() try {
     streamed.get_future().wait();
     fmt::print("streamed text: {}\n", text);
 
-    // 5. Cancelling: a stop token completes the call with `cancelled`, even while the server
+    // 5. The same from a coroutine.
+    auto finished = std::make_shared<std::promise<void>>();
+    converse(client, finished);
+    finished->get_future().wait();
+
+    // 6. Cancelling: a stop token completes the call with `cancelled`, even while the server
     //    has not answered at all.
     server.set_handler([](const ullm::test::RecordedRequest&) {
         return ullm::test::ScriptedResponse{.delay_before_headers = 30s, .stall = true};
@@ -140,7 +177,7 @@ int main() try {
     std::stop_source stop;
     auto never =
         client.complete_async(ask("a question nobody answers"), {.stop = stop.get_token()});
-    (void)server.wait_for_requests(28, 5s);
+    (void)server.wait_for_requests(30, 5s);
     stop.request_stop();
     try {
         (void)never.get();

@@ -284,8 +284,8 @@ public:
             }
         } catch (...) {
             // Told on the callback thread, after `stream_async` returned, as every outcome is.
-            post([self = shared_from_this(), error = std::current_exception()] {
-                self->end(error);
+            post([self = shared_from_this(), error = std::current_exception()]() mutable {
+                self->end(std::move(error));
             });
             return;
         }
@@ -533,6 +533,32 @@ StreamHandle Client::stream_async(ChatRequest request, StreamCallbacks callbacks
     return StreamHandle(call);
 }
 
+Awaitable<ChatResponse> Client::co_complete(ChatRequest request, AsyncOptions options) const {
+    std::shared_ptr<Executor> chosen = options.executor;
+    return Awaitable<ChatResponse>(
+        [client = *this, request = std::move(request), options = std::move(options)](
+            std::shared_ptr<Executor> executor,
+            std::function<void(Result<ChatResponse>)> on_done) mutable {
+            options.executor = std::move(executor);
+            client.complete_async(std::move(request), std::move(on_done), std::move(options));
+        },
+        std::move(chosen));
+}
+
+AsyncEventStream Client::co_stream(ChatRequest request, AsyncOptions options) const {
+    std::shared_ptr<Executor> resume_on = std::move(options.executor);
+    return AsyncEventStream(
+        [client = *this, request = std::move(request), options = std::move(options)](
+            std::shared_ptr<Executor> batches, std::function<void(const StreamEvent&)> on_event,
+            std::function<void(Result<ChatResponse>)> on_done) mutable {
+            options.executor = std::move(batches);
+            const StreamHandle handle = client.stream_async(
+                std::move(request), {std::move(on_event), std::move(on_done)}, std::move(options));
+            return std::function<void()>([handle] { handle.cancel(); });
+        },
+        std::move(resume_on));
+}
+
 void Client::complete_async(ChatRequest request, std::function<void(Result<ChatResponse>)> on_done,
                             AsyncOptions options) const {
     auto executor = std::move(options.executor);
@@ -549,7 +575,7 @@ std::future<ChatResponse> Client::complete_async(ChatRequest request, AsyncOptio
             if (result) {
                 promise->set_value(std::move(result).value());
             } else {
-                promise->set_exception(result.error());
+                promise->set_exception(std::move(result).error());
             }
         },
         std::move(options));

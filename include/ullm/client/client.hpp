@@ -3,6 +3,7 @@
 /// The entry point: routes a model to its provider, sends requests through one shared
 /// transport with retries, and streams responses.
 
+#include <ullm/client/awaitable.hpp>
 #include <ullm/client/budget.hpp>
 #include <ullm/client/chat_stream.hpp>
 #include <ullm/client/structured_output.hpp>
@@ -219,6 +220,17 @@ public:
     /// `on_done`; nothing is thrown but `std::bad_alloc`.
     StreamHandle stream_async(ChatRequest request, StreamCallbacks callbacks,
                               AsyncOptions options = {}) const;
+
+    /// `co_await client.co_complete(request)`: as `complete_async`, started when awaited (not
+    /// before), resuming the coroutine with the response or throwing the error. The coroutine
+    /// resumes on `options.executor`, else on its promise's `get_executor()` when it has one,
+    /// else on the client's callback thread.
+    [[nodiscard]] Awaitable<ChatResponse> co_complete(ChatRequest request,
+                                                      AsyncOptions options = {}) const;
+
+    /// A stream for coroutines: `while (auto event = co_await stream.next())`. As
+    /// `stream_async`, sent on the first `next()`; see `AsyncEventStream`.
+    [[nodiscard]] AsyncEventStream co_stream(ChatRequest request, AsyncOptions options = {}) const;
 
     /// A stream of `request`'s response; nothing is sent until the first event is pulled.
     [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop = {}) const;

@@ -41,8 +41,12 @@ public:
     }
 
     /// The error, or null for a success.
-    [[nodiscard]] std::exception_ptr error() const noexcept {
+    [[nodiscard]] std::exception_ptr error() const& noexcept {
         return has_value() ? nullptr : std::get<1>(outcome_);
+    }
+    /// The error, moved out (this result keeps no reference to it), or null for a success.
+    [[nodiscard]] std::exception_ptr error() && noexcept {
+        return has_value() ? nullptr : std::move(std::get<1>(outcome_));
     }
 
     /// The stable code of the error (`cancelled`, `rate_limited`, …); empty for a success, and
