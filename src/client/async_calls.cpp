@@ -41,6 +41,10 @@ public:
 
     // Routes, checks and starts the call; every error, from routing on, completes it.
     void begin(const Client& owner, ChatRequest request, AsyncOptions options) {
+        {
+            std::lock_guard lock(mutex_);
+            self_ = shared_from_this();
+        }
         if (!client_->async_calls.add(shared_from_this())) {
             fail(std::make_exception_ptr(CancelledError("the client was closed")));
             return;
@@ -179,8 +183,11 @@ private:
         } else if (!delay) {
             finish(std::move(error));
         } else {
-            client_->callbacks.post_after(*delay,
-                                          [self = shared_from_this()] { self->start_attempt(); });
+            // The timer holds the call weakly: cancelled meanwhile, it ends at once and lets
+            // go of the client, instead of keeping it (and its connections) until the timer.
+            client_->callbacks.post_after(*delay, [weak = weak_from_this()] {
+                if (const auto self = weak.lock()) self->start_attempt();
+            });
         }
     }
 
@@ -217,11 +224,13 @@ private:
     // answer) are dropped. The stop callback stays registered until the call is freed: it holds
     // the call weakly, and resetting it here could race with its registration in `begin`.
     void finish(Result<ChatResponse> result) {
+        std::shared_ptr<CompletionCall> keep;  // the caller's frame holds another reference
         {
             std::lock_guard lock(mutex_);
             if (finished_) return;
             finished_ = true;
             pending_ = nullptr;
+            keep = std::move(self_);
         }
         client_->async_calls.remove(this);
         auto deliver = [on_done = std::move(on_done_), result = std::move(result)]() mutable {
@@ -249,6 +258,9 @@ private:
     std::optional<std::stop_callback<StopHandler>> on_stop_;
 
     std::mutex mutex_;
+    // The call's own reference until it finishes: while it waits for a retry nothing else holds
+    // it (the timer holds it weakly). Let go of in `finish`, on the callback thread.
+    std::shared_ptr<CompletionCall> self_;
     std::shared_ptr<PendingRequest> pending_;
     int attempt_ = 0;
     bool cancelled_ = false;
@@ -382,8 +394,12 @@ private:
         const bool more = batch.size() == batch_limit || outcome == Poll::needs_thread;
         if (outcome == Poll::blocked && !error && !ended) {
             if (const auto deadline = state_->retry_deadline()) {
+                // Weakly, as CompletionCall's retry timer does.
                 client_->callbacks.post_after(*deadline - std::chrono::steady_clock::now(),
-                                              [self = shared_from_this()] { wake(self); });
+                                              [weak = weak_from_this()] {
+                                                  if (auto held = weak.lock())
+                                                      wake(std::move(held));
+                                              });
             }
         }
         if (batch.empty() && !error && !ended) return;
