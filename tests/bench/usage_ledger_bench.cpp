@@ -31,7 +31,8 @@ double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Record `index`: 50 tenants, 1,000 sessions, 3 providers, 12 models, spread over 30 days.
+// Record `index`: 50 tenants, 1,000 sessions, 3 providers, 12 models, one a second from a
+// fixed start (1,000,000 records span 12 days), wrapping after 30 days.
 ullm::UsageRecord make_record(std::int64_t index, const std::string& run) {
     static const char* const providers[] = {"openai", "anthropic", "gemini"};
     ullm::UsageRecord record;
