@@ -6,6 +6,7 @@
 #include "output.hpp"
 #include "sessions.hpp"
 #include "terminal.hpp"
+#include "usage.hpp"
 
 #include <ullm/conversation/context_manager.hpp>
 #include <ullm/conversation/conversation.hpp>
@@ -54,6 +55,7 @@ struct Settings {
     std::string system;
     std::string session;
     std::string store;
+    std::string ledger;  // --ledger: record usage there
     std::optional<std::string> allow_dir;
     std::optional<double> budget;
     ullm::BudgetAction on_budget = ullm::BudgetAction::throw_error;
@@ -105,6 +107,8 @@ Settings parse(const std::vector<std::string>& args, bool for_send, bool for_emb
             settings.session = value();
         } else if (arg == "--store") {
             settings.store = value();
+        } else if (arg == "--ledger") {
+            settings.ledger = value();
         } else if (arg == "--allow-dir") {
             settings.allow_dir = value();
         } else if (arg == "--budget") {
@@ -206,6 +210,12 @@ struct NoModel : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Records usage in the `--ledger` file, when one was given.
+std::function<void(const ullm::UsageReport&)> usage_recorder(const Settings& settings) {
+    if (settings.ledger.empty()) return nullptr;
+    return ledger_callback(settings.ledger, settings.session);
+}
+
 // The client and the model to use, from the settings and the environment.
 std::pair<ullm::Client, std::string> make_client(const Settings& settings,
                                                  std::shared_ptr<ullm::SessionStore> store) {
@@ -219,7 +229,8 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
         return {ullm::Client({.default_model = "offline/scripted",
                               .providers = {std::make_shared<OfflineModel>()},
                               .prices = std::move(prices),
-                              .session_store = std::move(store)}),
+                              .session_store = std::move(store),
+                              .on_usage = usage_recorder(settings)}),
                 settings.model.empty() ? "offline/scripted" : "offline/" + settings.model};
     }
     if (!settings.base_url.empty()) {
@@ -235,7 +246,8 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
             options.api_key = key;
         }
         return {ullm::Client({.providers = {std::make_shared<ullm::OpenAiChatProvider>(options)},
-                              .session_store = std::move(store)}),
+                              .session_store = std::move(store),
+                              .on_usage = usage_recorder(settings)}),
                 name + "/" + settings.model};
     }
     const bool openai = has_env("OPENAI_API_KEY");
@@ -260,7 +272,9 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
     if (!settings.provider.empty() && model.find('/') == std::string::npos) {
         model = settings.provider + "/" + model;
     }
-    return {ullm::Client::from_env({.session_store = std::move(store)}), model};
+    return {ullm::Client::from_env(
+                {.session_store = std::move(store), .on_usage = usage_recorder(settings)}),
+            model};
 }
 
 // What `--session` without `--model` did with the model the session last talked to.

@@ -116,5 +116,34 @@ expect "embed with no key and no model" 2 'no embedding model' \
 expect "embed from an unreachable server" 1 '^ullm embed: .*(connect|Connection refused)' \
     "$ullm" embed --base-url http://127.0.0.1:9/v1 --model m hello
 
+# `ullm usage` over the ledger that send writes with --ledger: each send is two model requests
+# (a calculator call, then the answer), each recorded.
+ledger=$dir/usage.db
+"$ullm" send --offline --store "$dir/usage-sessions.db" --ledger "$ledger" --session books 'What is 2+3?' >/dev/null 2>&1
+"$ullm" send --offline --store "$dir/usage-sessions.db" --ledger "$ledger" --session books 'What is 4+4?' >/dev/null 2>&1
+"$ullm" send --offline --store "$dir/usage-sessions.db" --ledger "$ledger" --session notes 'What is 1+1?' >/dev/null 2>&1
+expect "usage totals the ledger send wrote" 0 '^ +6 +[0-9]+ +[0-9]+ .*0\.000000 +0$' \
+    "$ullm" usage --ledger "$ledger"
+expect "usage --by session" 0 'books +4 .*notes +2 .*total +6 ' \
+    sh -c "'$ullm' usage --ledger '$ledger' --by session | tr '\n' ' '"
+expect "usage --by model" 0 '^model +requests +input .*scripted +6 ' \
+    sh -c "'$ullm' usage --ledger '$ledger' --by model | tr '\n' ' '"
+expect "usage --by day with --since today" 0 '^day +requests .*[0-9]{4}-[0-9]{2}-[0-9]{2} +6 ' \
+    sh -c "'$ullm' usage --ledger '$ledger' --by day --since $(date -u +%Y-%m-%d) | tr '\n' ' '"
+expect "usage --until is exclusive: nothing before today" 0 '^ +0 +0 +0 +0 +0 +0 +- +0$' \
+    "$ullm" usage --ledger "$ledger" --until "$(date -u +%Y-%m-%d)T00:00:00Z"
+expect "usage --csv prints RFC 4180 rows" 0 '^id,tenant,session_id,provider,model,.*"books","offline","scripted"' \
+    sh -c "'$ullm' usage --ledger '$ledger' --csv | tr -d '\r' | tr '\n' ' '"
+expect "usage --jsonl prints one record a line" 0 '^6$' \
+    sh -c "'$ullm' usage --ledger '$ledger' --jsonl | grep -c '\"session_id\":\"[a-z]*\",\"provider\":\"offline\"'"
+expect "usage with a bad --since" 64 '^ullm usage: --since needs an ISO 8601 date or time .*"2026-13-01"' \
+    "$ullm" usage --ledger "$ledger" --since 2026-13-01
+expect "usage with --until before --since" 64 'invalid_usage_query.*until' \
+    "$ullm" usage --ledger "$ledger" --since 2026-12-02 --until 2026-12-01T23:00+00:00
+expect "usage with an unknown key" 64 '^ullm usage: --by takes model, day, session' \
+    "$ullm" usage --ledger "$ledger" --by week
+expect "usage without a ledger" 1 '^ullm usage: .*usage_ledger_failed.*no usage ledger at ' \
+    "$ullm" usage --ledger "$dir/none.db"
+
 if [ "$failures" -eq 0 ]; then echo "all cli checks passed"; else echo "$failures cli checks FAILED"; fi
 [ "$failures" -eq 0 ]

@@ -7,6 +7,8 @@
 //   ullm show ID [--store PATH]      a session's transcript as Markdown
 //   ullm decode --provider NAME [--status N] FILE
 //   ullm doctor [--store PATH] [--base-url URL]... [--no-network] [--timeout MS]
+//   ullm usage [--ledger PATH | --postgres URL] [--by KEY]... [--since WHEN] [--until WHEN]
+//              [--tenant T] [--csv | --jsonl]
 //   ullm version
 //
 // Exit status: 0 on success, 1 when a session, store or provider fails, 2 when there is no
@@ -17,6 +19,7 @@
 #include "doctor.hpp"
 #include "output.hpp"
 #include "sessions.hpp"
+#include "usage.hpp"
 
 #include <ullm/version.hpp>
 
@@ -40,6 +43,13 @@ const char* const usage_text =
     "       ullm decode --provider NAME [--status N] FILE\n"
     "       ullm doctor [--store PATH] [--base-url URL]... [--no-network] [--timeout MS]\n"
     "                                         check keys, CA store, proxies, store and servers\n"
+    "       ullm usage [--ledger PATH | --postgres URL] [--by KEY]... [--since WHEN]\n"
+    "                  [--until WHEN] [--tenant T] [--csv | --jsonl]\n"
+    "                                         totals of the usage ledger (KEY: model, day,\n"
+    "                                         session, provider, tenant, hour; WHEN: ISO 8601,\n"
+    "                                         UTC unless it says; default ledger:\n"
+    "                                         $XDG_DATA_HOME/ullm/usage.db or\n"
+    "                                         ~/.local/share/ullm/usage.db)\n"
     "       ullm version\n"
     "\n"
     "chat and send options:\n"
@@ -61,6 +71,7 @@ const char* const usage_text =
     "  --no-tools            no tools (current_time and calculate are on by default)\n"
     "  --offline             a scripted model: no network, no key\n"
     "  --no-history          chat: keep no history of typed lines (default: STORE.history)\n"
+    "  --ledger PATH         record each request's usage in this SQLite ledger (ullm usage)\n"
     "\n"
     "send also takes\n"
     "  --schema FILE         answer as JSON matching the JSON Schema in FILE, checked (prints it)\n"
@@ -155,6 +166,7 @@ int main(int argc, char** argv) {
     if (command == "embed") return ullm_cli::embed({args.begin() + 1, args.end()});
     if (command == "decode") return decode_command(args);
     if (command == "doctor") return ullm_cli::doctor({args.begin() + 1, args.end()});
+    if (command == "usage") return ullm_cli::usage({args.begin() + 1, args.end()});
     if (command == "sessions" || command == "show") {
         const auto parsed = store_args(args, command.c_str());
         if (!parsed.ok) return exit_usage;

@@ -2,6 +2,7 @@
 
 #include <ullm/core/error.hpp>
 
+#include "sqlite_support.hpp"
 #include "store_rules.hpp"
 
 #include <sqlite3.h>
@@ -35,14 +36,10 @@ CREATE TABLE IF NOT EXISTS ullm_sessions (
 PRAGMA user_version = 1;
 )sql";
 
+constexpr const char* store_label = "sqlite session store";
+
 [[noreturn]] void fail(sqlite3* db, int rc, const std::string& what, const std::string& path) {
-    const int primary = rc & 0xFF;
-    const bool retryable = primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
-    // The connection's message for the failing call; never a bound value (no snapshot text).
-    const std::string detail = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    throw SessionStoreError("sqlite session store " + path + ": cannot " + what + ": " + detail +
-                                " (sqlite code " + std::to_string(rc) + ")",
-                            retryable);
+    detail::sqlite_support::fail<SessionStoreError>(db, rc, store_label, what, path);
 }
 
 // One connection; closing it checkpoints the WAL when it is the last one.
@@ -145,26 +142,12 @@ std::uint64_t stored_version(std::int64_t value, const std::string& path) {
 }
 
 void exec(sqlite3* db, const char* sql, const std::string& what, const std::string& path) {
-    const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) fail(db, rc, what, path);
+    detail::sqlite_support::exec<SessionStoreError>(db, sql, store_label, what, path);
 }
 
-// Like `exec`, retrying for up to the busy timeout while the database is locked. For the one
-// statement SQLite does not wait on by itself: switching a new file to WAL while another
-// process opens it returns SQLITE_BUSY at once.
 void exec_waiting(sqlite3* db, const char* sql, const std::string& what, const std::string& path) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
-    auto pause = std::chrono::milliseconds(1);
-    for (;;) {
-        const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-        if (rc == SQLITE_OK) return;
-        if ((rc & 0xFF) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
-            fail(db, rc, what, path);
-        }
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::milliseconds(50));
-    }
+    detail::sqlite_support::exec_waiting<SessionStoreError>(db, sql, store_label, what, path,
+                                                            busy_timeout_ms);
 }
 
 }  // namespace

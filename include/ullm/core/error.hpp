@@ -341,6 +341,24 @@ public:
         : Error(ErrorCode::session_store_failed, message, 500, retryable) {}
 };
 
+/// A usage record was written under an id that the ledger keeps with other fields (a retry
+/// with equal fields is not an error). Code `usage_record_conflict`, status 409, not
+/// retryable. Listed in docs/errors.md.
+class UsageRecordConflictError : public Error {
+public:
+    explicit UsageRecordConflictError(const std::string& message)
+        : Error(ErrorCode::usage_record_conflict, message, 409, false) {}
+};
+
+/// A usage ledger could not read or write its storage (a database that cannot be opened or
+/// reached, went away, timed out or has a newer schema). Code `usage_ledger_failed`, status
+/// 500, retryable when the failure may pass. Listed in docs/errors.md.
+class UsageLedgerError : public Error {
+public:
+    UsageLedgerError(const std::string& message, bool retryable = false)
+        : Error(ErrorCode::usage_ledger_failed, message, 500, retryable) {}
+};
+
 /// A dialog rule was broken: a reserved tool name (`reserved_tool_name`), a malformed or
 /// unresolvable link (`invalid_link`, `unknown_cell`), a cell of the wrong kind
 /// (`not_a_data_cell`, `not_a_handler_cell`, `not_a_pattern_cell`), a bad cell id, value, schema

@@ -81,6 +81,8 @@
     X(invalid_embedding_dimensions)                   \
     X(invalid_response_format)                        \
     X(invalid_max_repairs)                            \
+    X(invalid_usage_record)                           \
+    X(invalid_usage_query)                            \
     /* conversations and session stores */            \
     X(conversation_busy)                              \
     X(max_tool_rounds_exceeded)                       \
@@ -88,6 +90,8 @@
     X(invalid_conversation_snapshot)                  \
     X(session_store_conflict)                         \
     X(session_store_failed)                           \
+    X(usage_record_conflict)                          \
+    X(usage_ledger_failed)                            \
     /* structured output */                           \
     X(structured_output_not_json)                     \
     X(structured_output_invalid)                      \

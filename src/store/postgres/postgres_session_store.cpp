@@ -2,8 +2,8 @@
 
 #include <ullm/core/error.hpp>
 
-#include "../connection_pool.hpp"
 #include "../store_rules.hpp"
+#include "libpq_client.hpp"
 
 #include <libpq-fe.h>
 
@@ -37,199 +37,11 @@ CREATE TABLE ullm_sessions (
 INSERT INTO ullm_schema (singleton, version) VALUES (true, 1);
 )sql";
 
-constexpr Oid text_oid = 25;
-constexpr Oid bytea_oid = 17;
-constexpr Oid int8_oid = 20;
-
-struct ConnDeleter {
-    void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
-};
-using Conn = std::unique_ptr<PGconn, ConnDeleter>;
-
-struct ResultDeleter {
-    void operator()(PGresult* result) const noexcept { PQclear(result); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
-
-// A bound parameter, sent in binary form: text and bytea as their bytes, bigint as 8
-// big-endian bytes.
-struct Param {
-    Oid type;
-    std::string bytes;
-};
-
-Param text_param(std::string_view value) {
-    return {text_oid, std::string(value)};
-}
-Param bytea_param(std::string_view value) {
-    return {bytea_oid, std::string(value)};
-}
-Param int8_param(std::int64_t value) {
-    std::string bytes(8, '\0');
-    auto bits = static_cast<std::uint64_t>(value);
-    for (int i = 7; i >= 0; --i) {
-        bytes[static_cast<std::size_t>(i)] = static_cast<char>(bits & 0xFFU);
-        bits >>= 8U;
-    }
-    return {int8_oid, std::move(bytes)};
-}
-
-std::int64_t read_int8(const PGresult* result, int row, int column) {
-    const char* data = PQgetvalue(result, row, column);
-    std::uint64_t bits = 0;
-    for (int i = 0; i < 8; ++i) {
-        bits = (bits << 8U) | static_cast<unsigned char>(data[i]);
-    }
-    return static_cast<std::int64_t>(bits);
-}
-
-std::string read_bytes(const PGresult* result, int row, int column) {
-    return {PQgetvalue(result, row, column),
-            static_cast<std::size_t>(PQgetlength(result, row, column))};
-}
-
-// `text` with every occurrence of `secret` replaced, so that a password can never leak through
-// a server or libpq message.
-std::string without(std::string text, const std::string& secret) {
-    if (secret.empty()) return text;
-    for (std::size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
-        text.replace(at, secret.size(), "***");
-        at += 3;
-    }
-    return text;
-}
-
-std::string trim_message(std::string message) {
-    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
-        message.pop_back();
-    }
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    return message;
-}
-
-// The connection string's parsed keywords that describe where it goes, and its password.
-struct Target {
-    std::string description;
-    std::string password;
-};
-
-Target parse_target(const std::string& connection_string) {
-    char* error = nullptr;
-    PQconninfoOption* options = PQconninfoParse(connection_string.c_str(), &error);
-    if (options == nullptr) {
-        // libpq's parse errors quote pieces of the string, which may be the password.
-        PQfreemem(error);
-        throw SessionStoreError(
-            "postgres session store: the connection string is malformed (its text is not "
-            "shown, since it may hold a password)");
-    }
-    std::string host;
-    std::string port;
-    std::string dbname;
-    Target target;
-    for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
-        if (option->val == nullptr) continue;
-        const std::string_view keyword = option->keyword;
-        if (keyword == "host" || (keyword == "hostaddr" && host.empty())) host = option->val;
-        if (keyword == "port") port = option->val;
-        if (keyword == "dbname") dbname = option->val;
-        if (keyword == "password") target.password = option->val;
-    }
-    PQconninfoFree(options);
-    target.description = (host.empty() ? std::string("localhost") : host) + ":" +
-                         (port.empty() ? std::string("5432") : port) + "/" + dbname;
-    return target;
-}
+using namespace detail::pg;  // NOLINT(google-build-using-namespace): this file's helpers
 
 }  // namespace
 
-struct PostgresSessionStore::Impl {
-    PostgresStoreOptions options;
-    Target target;
-
-    detail::ConnectionPool<Conn> pool;
-
-    [[noreturn]] void fail(const std::string& what, const std::string& detail,
-                           bool retryable) const {
-        throw SessionStoreError("postgres session store " + target.description + ": cannot " +
-                                    what + ": " + without(trim_message(detail), target.password),
-                                retryable);
-    }
-
-    Conn connect() {
-        const std::string timeout = std::to_string(std::max(2, options.connect_timeout_seconds));
-        // Keywords after the expanded connection string override it; those before are defaults.
-        const std::array<const char*, 6> keywords{"connect_timeout", "application_name", "dbname",
-                                                  "client_encoding", nullptr};
-        const std::array<const char*, 6> values{timeout.c_str(), "ullm",
-                                                options.connection_string.c_str(), "UTF8", nullptr};
-        Conn conn(PQconnectdbParams(keywords.data(), values.data(), 1));
-        if (conn == nullptr) fail("connect", "out of memory", true);
-        if (PQstatus(conn.get()) != CONNECTION_OK) {
-            fail("connect", PQerrorMessage(conn.get()), true);
-        }
-        // The server's notices ("already exists, skipping", shutdown warnings) are not ours to
-        // print; errors arrive with their results.
-        PQsetNoticeProcessor(
-            conn.get(), [](void*, const char*) {}, nullptr);
-        const std::string settings =
-            "SET statement_timeout = " + std::to_string(options.statement_timeout.count()) +
-            "; SET lock_timeout = " + std::to_string(options.statement_timeout.count());
-        const Result set(PQexec(conn.get(), settings.c_str()));
-        if (PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
-            fail("configure a connection", PQerrorMessage(conn.get()), true);
-        }
-        return conn;
-    }
-
-    // Runs one statement with binary parameters and binary results; throws on failure.
-    Result exec(PGconn* conn, const char* sql, const std::vector<Param>& params,
-                const std::string& what) {
-        std::vector<Oid> types;
-        std::vector<const char*> values;
-        std::vector<int> lengths;
-        std::vector<int> formats;
-        for (const Param& param : params) {
-            types.push_back(param.type);
-            values.push_back(param.bytes.data());
-            lengths.push_back(static_cast<int>(param.bytes.size()));
-            formats.push_back(1);
-        }
-        Result result(PQexecParams(conn, sql, static_cast<int>(params.size()), types.data(),
-                                   values.data(), lengths.data(), formats.data(), 1));
-        const ExecStatusType status = PQresultStatus(result.get());
-        if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return result;
-        const char* state =
-            result != nullptr ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
-        const std::string sqlstate = state != nullptr ? state : "";
-        // A lost connection, a server shutting down or starting, a timeout, a lock or
-        // serialisation failure: trying again later may work.
-        const bool retryable = PQstatus(conn) != CONNECTION_OK || sqlstate.rfind("08", 0) == 0 ||
-                               sqlstate.rfind("57", 0) == 0 || sqlstate == "40001" ||
-                               sqlstate == "40P01" || sqlstate == "55P03" || sqlstate == "53300";
-        std::string detail = PQerrorMessage(conn);
-        if (!sqlstate.empty()) detail += " (sqlstate " + sqlstate + ")";
-        fail(what, detail, retryable);
-    }
-
-    // Runs `body(conn)` on a pooled connection; one that broke or was left inside a
-    // transaction is not kept.
-    template <typename Body>
-    auto with_connection(Body&& body) {
-        return pool.run(
-            [&] { return connect(); },
-            [&] {
-                fail("get a connection",
-                     "all " + std::to_string(options.pool_size) + " connections stayed busy for " +
-                         std::to_string(options.checkout_timeout.count()) + " ms",
-                     true);
-            },
-            [](PGconn* conn) {
-                return PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE;
-            },
-            std::forward<Body>(body));
-    }
-
+struct PostgresSessionStore::Impl : detail::pg::Client<SessionStoreError> {
     std::uint64_t stored_version(std::int64_t value) const {
         if (value < 1) {
             throw SessionStoreError("postgres session store " + target.description +
@@ -286,8 +98,10 @@ std::shared_ptr<PostgresSessionStore> PostgresSessionStore::open(
                                 std::to_string(options.pool_size));
     }
     auto impl = std::make_unique<Impl>();
+    impl->label = "postgres session store";
     impl->options = options;
-    impl->target = parse_target(options.connection_string);
+    impl->target =
+        detail::pg::parse_target<SessionStoreError>(options.connection_string, impl->label);
     impl->pool.size = options.pool_size;
     impl->pool.wait = options.checkout_timeout;
     impl->with_connection([&](PGconn* conn) {

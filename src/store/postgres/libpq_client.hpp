@@ -1,0 +1,262 @@
+#pragma once
+
+// Internal to the PostgreSQL components (session store, usage ledger): libpq connections in a
+// bounded pool, binary parameters and results, and errors that never show the password.
+
+#include <ullm/store/postgres_session_store.hpp>
+
+#include "../connection_pool.hpp"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ullm::detail::pg {
+
+inline constexpr Oid text_oid = 25;
+inline constexpr Oid bytea_oid = 17;
+inline constexpr Oid int8_oid = 20;
+
+struct ConnDeleter {
+    void operator()(PGconn* conn) const noexcept { PQfinish(conn); }
+};
+using Conn = std::unique_ptr<PGconn, ConnDeleter>;
+
+struct ResultDeleter {
+    void operator()(PGresult* result) const noexcept { PQclear(result); }
+};
+using Result = std::unique_ptr<PGresult, ResultDeleter>;
+
+// A bound parameter, sent in binary form: text and bytea as their bytes, bigint as 8
+// big-endian bytes.
+struct Param {
+    Oid type;
+    std::string bytes;
+    bool null = false;  ///< SQL NULL (of `type`)
+};
+
+inline Param text_param(std::string_view value) {
+    return {text_oid, std::string(value)};
+}
+inline Param bytea_param(std::string_view value) {
+    return {bytea_oid, std::string(value)};
+}
+inline Param int8_param(std::int64_t value) {
+    std::string bytes(8, '\0');
+    auto bits = static_cast<std::uint64_t>(value);
+    for (int i = 7; i >= 0; --i) {
+        bytes[static_cast<std::size_t>(i)] = static_cast<char>(bits & 0xFFU);
+        bits >>= 8U;
+    }
+    return {int8_oid, std::move(bytes)};
+}
+
+inline std::int64_t read_int8(const PGresult* result, int row, int column) {
+    const char* data = PQgetvalue(result, row, column);
+    std::uint64_t bits = 0;
+    for (int i = 0; i < 8; ++i) {
+        bits = (bits << 8U) | static_cast<unsigned char>(data[i]);
+    }
+    return static_cast<std::int64_t>(bits);
+}
+
+inline std::string read_bytes(const PGresult* result, int row, int column) {
+    return {PQgetvalue(result, row, column),
+            static_cast<std::size_t>(PQgetlength(result, row, column))};
+}
+
+// `text` with every occurrence of `secret` replaced, so that a password can never leak through
+// a server or libpq message.
+inline std::string without(std::string text, const std::string& secret) {
+    if (secret.empty()) return text;
+    for (std::size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
+        text.replace(at, secret.size(), "***");
+        at += 3;
+    }
+    return text;
+}
+
+inline std::string trim_message(std::string message) {
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) {
+        message.pop_back();
+    }
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    return message;
+}
+
+// The connection string's parsed keywords that describe where it goes, and its password.
+struct Target {
+    std::string description;
+    std::string password;
+};
+
+template <class StoreError>
+Target parse_target(const std::string& connection_string, const std::string& label) {
+    char* error = nullptr;
+    PQconninfoOption* options = PQconninfoParse(connection_string.c_str(), &error);
+    if (options == nullptr) {
+        // libpq's parse errors quote pieces of the string, which may be the password.
+        PQfreemem(error);
+        throw StoreError(label +
+                         ": the connection string is malformed (its text is not shown, since it "
+                         "may hold a password)");
+    }
+    std::string host;
+    std::string port;
+    std::string dbname;
+    Target target;
+    for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
+        if (option->val == nullptr) continue;
+        const std::string_view keyword = option->keyword;
+        if (keyword == "host" || (keyword == "hostaddr" && host.empty())) host = option->val;
+        if (keyword == "port") port = option->val;
+        if (keyword == "dbname") dbname = option->val;
+        if (keyword == "password") target.password = option->val;
+    }
+    PQconninfoFree(options);
+    target.description = (host.empty() ? std::string("localhost") : host) + ":" +
+                         (port.empty() ? std::string("5432") : port) + "/" + dbname;
+    return target;
+}
+
+/// A pool of connections to one server and the statements run on them. `StoreError` is the
+/// error type thrown (constructed from a message and a retryable flag); `label` starts every
+/// message.
+template <class StoreError>
+struct Client {
+    std::string label;
+    PostgresStoreOptions options;
+    Target target;
+
+    detail::ConnectionPool<Conn> pool;
+
+    [[noreturn]] void fail(const std::string& what, const std::string& detail,
+                           bool retryable) const {
+        throw StoreError(label + " " + target.description + ": cannot " + what + ": " +
+                             without(trim_message(detail), target.password),
+                         retryable);
+    }
+
+    Conn connect() {
+        const std::string timeout = std::to_string(std::max(2, options.connect_timeout_seconds));
+        // Keywords after the expanded connection string override it; those before are defaults.
+        const std::array<const char*, 6> keywords{"connect_timeout", "application_name", "dbname",
+                                                  "client_encoding", nullptr};
+        const std::array<const char*, 6> values{timeout.c_str(), "ullm",
+                                                options.connection_string.c_str(), "UTF8", nullptr};
+        Conn conn(PQconnectdbParams(keywords.data(), values.data(), 1));
+        if (conn == nullptr) fail("connect", "out of memory", true);
+        if (PQstatus(conn.get()) != CONNECTION_OK) {
+            fail("connect", PQerrorMessage(conn.get()), true);
+        }
+        // The server's notices ("already exists, skipping", shutdown warnings) are not ours to
+        // print; errors arrive with their results.
+        PQsetNoticeProcessor(
+            conn.get(), [](void*, const char*) {}, nullptr);
+        const std::string settings =
+            "SET statement_timeout = " + std::to_string(options.statement_timeout.count()) +
+            "; SET lock_timeout = " + std::to_string(options.statement_timeout.count());
+        const Result set(PQexec(conn.get(), settings.c_str()));
+        if (PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
+            fail("configure a connection", PQerrorMessage(conn.get()), true);
+        }
+        return conn;
+    }
+
+    // The parameters of `params` as libpq takes them (all binary).
+    struct Bound {
+        std::vector<Oid> types;
+        std::vector<const char*> values;
+        std::vector<int> lengths;
+        std::vector<int> formats;
+
+        explicit Bound(const std::vector<Param>& params) {
+            for (const Param& param : params) {
+                types.push_back(param.type);
+                values.push_back(param.null ? nullptr : param.bytes.data());
+                lengths.push_back(static_cast<int>(param.bytes.size()));
+                formats.push_back(1);
+            }
+        }
+    };
+
+    // Runs one statement with binary parameters and binary results; throws on failure.
+    Result exec(PGconn* conn, const char* sql, const std::vector<Param>& params,
+                const std::string& what) {
+        const Bound bound(params);
+        Result result(PQexecParams(conn, sql, static_cast<int>(params.size()), bound.types.data(),
+                                   bound.values.data(), bound.lengths.data(), bound.formats.data(),
+                                   1));
+        return check(conn, std::move(result), what);
+    }
+
+    // Runs the statement prepared on this connection as `name`, preparing it from `sql` first
+    // when the connection does not have it yet (a new connection, or one of a restarted
+    // server). Outside a transaction only: the failed first try would abort one.
+    Result exec_prepared(PGconn* conn, const char* name, const char* sql,
+                         const std::vector<Param>& params, const std::string& what) {
+        const Bound bound(params);
+        const auto run = [&] {
+            return Result(PQexecPrepared(conn, name, static_cast<int>(params.size()),
+                                         bound.values.data(), bound.lengths.data(),
+                                         bound.formats.data(), 1));
+        };
+        Result result = run();
+        const char* state =
+            result != nullptr ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
+        // 26000: no prepared statement of that name on this connection.
+        if (state != nullptr && std::string_view(state) == "26000") {
+            check(conn,
+                  Result(PQprepare(conn, name, sql, static_cast<int>(params.size()),
+                                   bound.types.data())),
+                  "prepare a statement");
+            result = run();
+        }
+        return check(conn, std::move(result), what);
+    }
+
+    // `result` when it succeeded; otherwise throws the mapped error.
+    Result check(PGconn* conn, Result result, const std::string& what) {
+        const ExecStatusType status = PQresultStatus(result.get());
+        if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return result;
+        const char* state =
+            result != nullptr ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
+        const std::string sqlstate = state != nullptr ? state : "";
+        // A lost connection, a server shutting down or starting, a timeout, a lock or
+        // serialisation failure: trying again later may work.
+        const bool retryable = PQstatus(conn) != CONNECTION_OK || sqlstate.rfind("08", 0) == 0 ||
+                               sqlstate.rfind("57", 0) == 0 || sqlstate == "40001" ||
+                               sqlstate == "40P01" || sqlstate == "55P03" || sqlstate == "53300";
+        std::string detail = PQerrorMessage(conn);
+        if (!sqlstate.empty()) detail += " (sqlstate " + sqlstate + ")";
+        fail(what, detail, retryable);
+    }
+
+    // Runs `body(conn)` on a pooled connection; one that broke or was left inside a
+    // transaction is not kept.
+    template <typename Body>
+    auto with_connection(Body&& body) {
+        return pool.run(
+            [&] { return connect(); },
+            [&] {
+                fail("get a connection",
+                     "all " + std::to_string(options.pool_size) + " connections stayed busy for " +
+                         std::to_string(options.checkout_timeout.count()) + " ms",
+                     true);
+            },
+            [](PGconn* conn) {
+                return PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE;
+            },
+            std::forward<Body>(body));
+    }
+};
+
+}  // namespace ullm::detail::pg
