@@ -11,6 +11,8 @@
 #include <condition_variable>
 #include <coroutine>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <set>
@@ -906,4 +908,62 @@ TEST_CASE("co_stream gives a coroutine every event, one batch at a time",
         CHECK(seen.error == "cancelled");
         CHECK(seen.text.rfind("a b c", 0) == 0);
     }
+}
+
+namespace {
+
+// The threads of this process with the given name (ullm names its own: ullm-io, ullm-cb).
+int threads_named(const std::string& name) {
+    int count = 0;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream comm(task.path() / "comm");
+        std::string line;
+        std::getline(comm, line);
+        if (line == name) ++count;
+    }
+    return count;
+}
+
+// Takes the first event of a stream, dawdles while more arrive, then leaves: the stream is
+// destroyed mid-way with a batch waiting for it.
+Detached take_one_event(ullm::Client client, std::shared_ptr<ullm::Executor> executor,
+                        std::shared_ptr<std::promise<std::string>> out) {
+    std::string first;
+    {
+        ullm::AsyncEventStream stream = client.co_stream(ask(), {.executor = executor});
+        if (auto event = co_await stream.next()) {
+            if (const auto* delta = event->text_delta()) first = *delta;
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    out->set_value(first);
+}
+
+}  // namespace
+
+TEST_CASE("a coroutine that leaves a stream early lets go of the stream and its client",
+          "[async][coroutine][integration]") {
+    TestServer server;
+    std::vector<std::string> chunks;
+    for (int i = 0; i < 200; ++i) chunks.push_back(text_chunk("w" + std::to_string(i) + " "));
+    ScriptedResponse slow = ScriptedResponse::sse("", 0);
+    slow.chunks = chunks;
+    slow.chunk_delay = 5ms;
+    server.enqueue(slow);
+    const int loops_before = threads_named("ullm-io");
+    auto executor = std::make_shared<QueueExecutor>();
+    {
+        const ullm::Client client(options_for(server));
+        auto out = std::make_shared<std::promise<std::string>>();
+        take_one_event(client, executor, out);
+        auto first = out->get_future();
+        REQUIRE(first.wait_for(10s) == std::future_status::ready);
+        CHECK(first.get() == "w0 ");
+    }
+    // The client's I/O thread goes once nothing holds its state: no stream kept it.
+    for (int i = 0; i < 1000 && threads_named("ullm-io") > loops_before; ++i) {
+        std::this_thread::sleep_for(10ms);
+    }
+    CHECK(threads_named("ullm-io") <= loops_before);
+    CHECK(server.wait_for_client_aborts(1, 10s));
 }

@@ -105,11 +105,11 @@ public:
         state_->start = std::move(start);
         state_->resume_on = std::move(resume_on);
     }
-    ~AsyncEventStream() { cancel(); }
+    ~AsyncEventStream() { close(); }
     AsyncEventStream(AsyncEventStream&&) noexcept = default;
     AsyncEventStream& operator=(AsyncEventStream&& other) noexcept {
         if (this != &other) {
-            cancel();
+            close();
             state_ = std::move(other.state_);
         }
         return *this;
@@ -156,6 +156,21 @@ public:
     }
 
 private:
+    // The consumer is going: cancels the stream and lets it run to its end without waiting for
+    // the consumer (a batch kept for it would hold the stream, and its client, forever).
+    void close() noexcept {
+        if (!state_) return;
+        std::function<void()> kept;
+        {
+            std::lock_guard lock(state_->mutex);
+            state_->closed = true;
+            kept = std::move(state_->batch);
+            state_->batch = nullptr;
+        }
+        cancel();
+        if (kept) kept();
+    }
+
     struct State : std::enable_shared_from_this<State> {
         std::mutex mutex;
         Starter start;
@@ -167,6 +182,7 @@ private:
         std::optional<Result<ChatResponse>> end;
         std::optional<ChatResponse> response;
         bool started = false;
+        bool closed = false;  // the consumer has gone: batches run as they come
 
         // Hands batches to the consumer: runs one at once when the consumer waits for it (and
         // resumes the consumer), else keeps it until the consumer asks.
@@ -182,7 +198,7 @@ private:
                 std::shared_ptr<Executor> where;
                 {
                     std::lock_guard lock(held->mutex);
-                    if (!held->waiting) {
+                    if (!held->waiting && !held->closed) {
                         held->batch = std::move(work);
                         return;
                     }
@@ -190,6 +206,7 @@ private:
                     where = held->resume_on;
                 }
                 work();
+                if (!resume) return;
                 if (where) {
                     where->post([resume] { resume.resume(); });
                 } else {
