@@ -30,6 +30,16 @@ namespace {
 
 using Handler = std::function<void(Result<ChatResponse>)>;
 
+// Cancels a call when its stop token is requested; holds the call weakly, so that a token that
+// lives on does not keep it.
+template <class Call>
+struct CancelOnStop {
+    std::weak_ptr<Call> call;
+    void operator()() const noexcept {
+        if (const auto held = call.lock()) held->cancel();
+    }
+};
+
 class CompletionCall final : public detail::AsyncCall,
                              public std::enable_shared_from_this<CompletionCall> {
 public:
@@ -50,7 +60,8 @@ public:
             return;
         }
         if (options.stop.stop_possible()) {
-            on_stop_.emplace(std::move(options.stop), StopHandler{weak_from_this()});
+            on_stop_.emplace(std::move(options.stop),
+                             CancelOnStop<CompletionCall>{weak_from_this()});
         }
         try {
             route_ = detail::routed(owner, request, false);
@@ -99,15 +110,6 @@ public:
     }
 
 private:
-    // Cancels the call when its stop token is requested; holds the call weakly, so that a
-    // token that lives on does not keep it.
-    struct StopHandler {
-        std::weak_ptr<CompletionCall> call;
-        void operator()() const noexcept {
-            if (const auto held = call.lock()) held->cancel();
-        }
-    };
-
     void post_to_client(std::function<void()> work) noexcept {
         client_->callbacks.post(std::move(work));
     }
@@ -255,7 +257,7 @@ private:
     HttpRequest http_;
     std::vector<std::string> secrets_;
     std::stop_source stop_;
-    std::optional<std::stop_callback<StopHandler>> on_stop_;
+    std::optional<std::stop_callback<CancelOnStop<CompletionCall>>> on_stop_;
 
     std::mutex mutex_;
     // The call's own reference until it finishes: while it waits for a retry nothing else holds
@@ -311,7 +313,7 @@ public:
         if (!client_->async_calls.add(shared_from_this())) {
             state_->cancel();
         } else if (options.stop.stop_possible()) {
-            on_stop_.emplace(std::move(options.stop), StopHandler{weak_from_this()});
+            on_stop_.emplace(std::move(options.stop), CancelOnStop<StreamCall>{weak_from_this()});
         }
         wake(shared_from_this());
     }
@@ -323,13 +325,6 @@ public:
     }
 
 private:
-    struct StopHandler {
-        std::weak_ptr<StreamCall> call;
-        void operator()() const noexcept {
-            if (const auto held = call.lock()) held->cancel();
-        }
-    };
-
     // Runs `work` where the callbacks run: the executor, else the callback thread.
     void post(std::function<void()> work) noexcept {
         if (executor_) {
@@ -522,7 +517,7 @@ private:
     std::shared_ptr<Executor> executor_;
     std::unique_ptr<detail::ChatStreamState> state_;
     std::function<void()> notify_;  // handed to each attempt's stream
-    std::optional<std::stop_callback<StopHandler>> on_stop_;
+    std::optional<std::stop_callback<CancelOnStop<StreamCall>>> on_stop_;
 
     std::mutex mutex_;
     // The stream's own reference while it runs: between two batches nothing else holds it
