@@ -215,7 +215,7 @@ private:
     }
 
     // Completes the call with `error` from the callback thread, whichever thread fails it (a
-    // caller's routing error is not delivered before `complete_async` returns).
+    // caller's routing error is never delivered inside `complete_async`).
     void fail(std::exception_ptr error) noexcept {
         post_to_client([self = shared_from_this(), error = std::move(error)]() mutable {
             self->finish(Result<ChatResponse>(std::move(error)));

@@ -194,19 +194,29 @@ TEST_CASE("errors of an async call come through its result, never thrown at the 
         auto future = client.complete_async(request);
         CHECK(failure_code(future) == "unknown_model_route");
     }
-    SECTION("an invalid option, through the callback, after complete_async returned") {
+    SECTION("an invalid option, through the callback, never inside complete_async") {
         auto request = ask();
         request.max_tokens = 0;
         Collected collected;
-        std::atomic<bool> returned{false};
-        std::atomic<bool> early{false};
-        client.complete_async(request, [&](ullm::Result<ullm::ChatResponse> result) {
-            early = !returned.load();
-            collected.handler()(std::move(result));
-        });
-        returned = true;
+        // The caller holds a lock the callback takes, as a caller may: the callback runs on
+        // another thread, after the caller lets go, never inside `complete_async`.
+        std::mutex caller_lock;
+        std::atomic<bool> inside{false};
+        const auto caller = std::this_thread::get_id();
+        {
+            const std::lock_guard held(caller_lock);
+            client.complete_async(request, [&](ullm::Result<ullm::ChatResponse> result) {
+                inside = std::this_thread::get_id() == caller;
+                if (!inside) {
+                    const std::lock_guard waits_for_the_caller(caller_lock);
+                }
+                collected.handler()(std::move(result));
+            });
+            const std::lock_guard lock(collected.mutex);
+            CHECK(collected.results.empty());
+        }
         REQUIRE(collected.wait(1));
-        CHECK_FALSE(early.load());
+        CHECK_FALSE(inside.load());
         CHECK_FALSE(collected.results.at(0).has_value());
         CHECK(collected.results.at(0).error_code() == "invalid_max_tokens");
     }
