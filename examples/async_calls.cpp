@@ -3,8 +3,9 @@
 // An in-process HTTP server on 127.0.0.1 plays the OpenAI Chat Completions API: it answers each
 // question after 50 ms, counting how many it is answering at once, and streams one answer
 // word by word. The program sends a request for a future, one with a callback, a batch of 24
-// with at most 8 in flight, a stream pushed to callbacks, the same from a coroutine, then
-// cancels a request the server never answers.
+// with at most 8 in flight, the batch again through a client that limits its provider to 4, a
+// stream pushed to callbacks, the same from a coroutine, then cancels a request the server
+// never answers.
 
 #include <ullm/client/client.hpp>
 #include <ullm/core/error.hpp>
@@ -146,6 +147,20 @@ int main() try {
     fmt::print("batch: {} answered, #5 failed with {}, #24: {}\n", answered,
                results[4].error_code(), results[23].value().text);
     fmt::print("the server answered at most {} at once\n", most.load());
+
+    // 3b. Limits per provider, across every call of a client: at most 4 requests to "openai"
+    //     in flight, however many are asked for; the rest wait in its queue, lane by lane.
+    const ullm::Client limited(
+        {.providers = {std::make_shared<ullm::OpenAiChatProvider>(ullm::OpenAiChatOptions{
+             .api_key = "sk-offline-example", .base_url = server.base_url() + "/v1"})},
+         .limits = {{"openai", {.max_in_flight = 4, .requests_per_minute = 600}}}});
+    batch[4].model = "gpt-4o-mini";
+    most = 0;
+    const auto limited_results = limited.complete_many(batch, {.max_in_flight = 24});
+    fmt::print("limited: {} answered, the server answered at most {} at once\n",
+               std::count_if(limited_results.begin(), limited_results.end(),
+                             [](const auto& result) { return result.has_value(); }),
+               most.load());
 
     // 4. A stream pushed to callbacks as it arrives: on_event for each event, then on_done.
     std::promise<void> streamed;

@@ -85,6 +85,8 @@ public:
             }
             http_ = detail::encode_request(*route_.provider, request_, false);
             secrets_ = detail::request_secrets(http_);
+            limit_ = detail::Limit::of(*client_, route_.provider->name(), options.lane, http_,
+                                       detail::max_output_tokens(request_));
         } catch (...) {
             fail(std::current_exception());
             return;
@@ -94,15 +96,19 @@ public:
 
     void cancel() noexcept override {
         std::shared_ptr<PendingRequest> pending;
+        std::shared_ptr<detail::RequestLimiter::Waiter> waiting;
         {
             std::lock_guard lock(mutex_);
             if (cancelled_ || finished_) return;
             cancelled_ = true;
             stop_.request_stop();  // an offline provider's answer
             pending = pending_;
+            waiting = std::exchange(waiting_, nullptr);
         }
         if (pending) {
             pending->cancel();  // the transport answers with `CancelledError`
+        } else if (waiting) {
+            limit_.limiter->withdraw(waiting);  // the limiter answers with `CancelledError`
         } else {
             // Waiting for a retry, or not started: nothing else would complete the call soon.
             fail(std::make_exception_ptr(CancelledError("the request was cancelled")));
@@ -124,6 +130,54 @@ private:
             fail(std::make_exception_ptr(CancelledError("the request was cancelled")));
             return;
         }
+        if (limit_.limiter) {
+            wait_for_limits();
+        } else {
+            send_attempt();
+        }
+    }
+
+    // Waits, without a thread, for the provider's limits; the grant sends the attempt from the
+    // callback thread.
+    void wait_for_limits() {
+        std::shared_ptr<detail::RequestLimiter::Waiter> waiter;
+        try {
+            waiter = limit_.limiter->request(
+                limit_.lane, limit_.tokens,
+                [weak = weak_from_this()](detail::RequestLimiter::Permit permit,
+                                          std::exception_ptr error) {
+                    const auto self = weak.lock();
+                    if (!self) return;
+                    {
+                        std::lock_guard lock(self->mutex_);
+                        self->waiting_ = nullptr;
+                        self->permit_ = std::move(permit);
+                    }
+                    if (error) {
+                        self->fail(std::move(error));
+                    } else {
+                        self->post_to_client([self] { self->send_attempt(); });
+                    }
+                });
+        } catch (...) {
+            fail(std::current_exception());
+            return;
+        }
+        bool late_cancel = false;
+        {
+            std::lock_guard lock(mutex_);
+            if (waiter && !permit_.held()) waiting_ = waiter;
+            late_cancel = cancelled_ && waiting_ != nullptr;
+        }
+        if (late_cancel) limit_.limiter->withdraw(waiter);
+    }
+
+    void send_attempt() {
+        if (is_cancelled()) {
+            release_permit();
+            fail(std::make_exception_ptr(CancelledError("the request was cancelled")));
+            return;
+        }
         std::shared_ptr<PendingRequest> pending;
         try {
             pending = client_->transport->start(
@@ -138,6 +192,7 @@ private:
                     });
                 });
         } catch (...) {
+            release_permit();
             fail(std::current_exception());
             return;
         }
@@ -148,6 +203,16 @@ private:
             late_cancel = cancelled_;
         }
         if (late_cancel) pending->cancel();
+    }
+
+    // Ends the attempt's time in flight; first counts what it used, when it answered.
+    void release_permit(const ChatResponse* answer = nullptr) {
+        detail::RequestLimiter::Permit permit;
+        {
+            std::lock_guard lock(mutex_);
+            permit = std::move(permit_);
+        }
+        if (answer != nullptr) permit.settle(detail::used_tokens(*answer));
     }
 
     bool is_cancelled() {
@@ -163,13 +228,16 @@ private:
         }
         if (!error) {
             try {
-                finish(Result<ChatResponse>(detail::checked(
-                    *client_, route_, request_, route_.provider->decode(answer, request_), true)));
+                ChatResponse response = detail::checked(
+                    *client_, route_, request_, route_.provider->decode(answer, request_), true);
+                release_permit(&response);
+                finish(Result<ChatResponse>(std::move(response)));
                 return;
             } catch (...) {
                 error = std::current_exception();
             }
         }
+        release_permit();
         std::optional<std::chrono::milliseconds> delay;
         try {
             std::rethrow_exception(error);
@@ -264,6 +332,9 @@ private:
     // it (the timer holds it weakly). Let go of in `finish`, on the callback thread.
     std::shared_ptr<CompletionCall> self_;
     std::shared_ptr<PendingRequest> pending_;
+    detail::Limit limit_;  ///< The provider's limits each attempt waits for.
+    std::shared_ptr<detail::RequestLimiter::Waiter> waiting_;  ///< While it waits for them.
+    detail::RequestLimiter::Permit permit_;                    ///< While an attempt is in flight.
     int attempt_ = 0;
     bool cancelled_ = false;
     bool finished_ = false;
@@ -294,7 +365,7 @@ public:
             }
             if (!state_) {
                 state_ = std::make_unique<detail::ChatStreamState>(
-                    client_, std::move(route), std::move(request), std::stop_token{});
+                    client_, std::move(route), std::move(request), std::stop_token{}, options.lane);
             }
         } catch (...) {
             // Told on the callback thread, after `stream_async` returned, as every outcome is.
@@ -556,6 +627,14 @@ Awaitable<ChatResponse> Client::co_complete(ChatRequest request, AsyncOptions op
         std::move(chosen));
 }
 
+Awaitable<ChatResponse> Client::co_complete(ChatRequest request) const {
+    return co_complete(std::move(request), AsyncOptions{});
+}
+
+AsyncEventStream Client::co_stream(ChatRequest request) const {
+    return co_stream(std::move(request), AsyncOptions{});
+}
+
 AsyncEventStream Client::co_stream(ChatRequest request, AsyncOptions options) const {
     std::shared_ptr<Executor> resume_on = std::move(options.executor);
     return AsyncEventStream(
@@ -614,7 +693,7 @@ void start_next(const Client& client, const std::shared_ptr<Batch>& batch,
         if (batch->next == batch->requests.size()) return;
         index = batch->next++;
     }
-    AsyncOptions async{options.stop, nullptr, options.budget};
+    AsyncOptions async{options.stop, nullptr, options.budget, options.lane};
     client.complete_async(
         std::move(batch->requests[index]),
         [client, batch, options, index](Result<ChatResponse> result) {

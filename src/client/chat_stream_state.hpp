@@ -31,8 +31,9 @@ namespace ullm::detail {
 // Everything a stream needs; lives as long as the ChatStream.
 class ChatStreamState {
 public:
+    // Each attempt waits for the provider's limits in `lane`.
     ChatStreamState(std::shared_ptr<Client::State> client, Route route, ChatRequest request,
-                    std::stop_token stop)
+                    std::stop_token stop, std::uint64_t lane = 0)
         : client_(std::move(client)),
           route_(std::move(route)),
           request_(std::move(request)),
@@ -42,6 +43,9 @@ public:
                                               : std::optional<HttpRequest>(detail::encode_request(
                                                     *route_.provider, request_, true))),
           secrets_(encoded_ ? detail::request_secrets(*encoded_) : std::vector<std::string>()),
+          limit_(encoded_ ? Limit::of(*client_, route_.provider->name(), lane, *encoded_,
+                                      max_output_tokens(request_))
+                          : Limit{}),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
 
     // The stream of background response `from.response_id` after event `from.sequence_number`.
@@ -54,6 +58,7 @@ public:
           resume_from_(from),
           encoded_(codec.encode_resume(request_, from)),
           secrets_(detail::request_secrets(*encoded_)),
+          limit_(Limit::of(*client_, route_.provider->name(), 0, *encoded_, 0)),
           on_stop_(std::move(stop), [this] { cancel(); }) {
         decoder_ = make_decoder();
         checker_.emplace(origin());
@@ -87,8 +92,14 @@ public:
 
     void cancel() noexcept {
         stop_.request_stop();
-        std::lock_guard lock(http_mutex_);
-        if (http_) http_->cancel();
+        std::shared_ptr<RequestLimiter::Waiter> waiting;
+        {
+            std::lock_guard lock(http_mutex_);
+            if (http_) http_->cancel();
+            if (admission_) waiting = admission_->waiter;
+        }
+        // Told `CancelledError`, the admission wakes `poll`, which throws it.
+        if (waiting) limit_.limiter->withdraw(waiting);
     }
 
     std::optional<StreamEvent> next() {
@@ -134,6 +145,15 @@ private:
     // `next()` (`may_block`) or `poll`: sets `outcome` to blocked or needs_thread when it
     // returns nothing for either reason.
     std::optional<StreamEvent> advance(bool may_block, Poll& outcome) {
+        try {
+            return advance_or_throw(may_block, outcome);
+        } catch (...) {
+            permit_.release();  // the stream has failed: it is no longer in flight
+            throw;
+        }
+    }
+
+    std::optional<StreamEvent> advance_or_throw(bool may_block, Poll& outcome) {
         for (;;) {
             if (!pending_.empty()) {
                 StreamEvent event = pending_.take();
@@ -144,7 +164,9 @@ private:
                         event.usage = event.response->usage;
                         report_usage(*client_, route_.provider->name(), request_.model,
                                      event.response->usage, true, skipped_);
+                        permit_.settle(used_tokens(*event.response));
                     }
+                    permit_.release();
                     response_ = event.response;
                     finished_ = true;
                     pending_.clear();
@@ -348,6 +370,7 @@ private:
             }
         }
         discard_bytes();
+        permit_.release();
         std::lock_guard lock(http_mutex_);
         http_.reset();
     }
@@ -372,6 +395,7 @@ private:
     // still on its way, and `needs_thread` when the stream cannot tell when it will be.
     Poll start_attempt(bool may_block) {
         if (!http_) {
+            if (!admitted(may_block)) return Poll::blocked;
             auto stream = client_->transport->open_stream(*encoded_, stop_.get_token());
             const bool notifies = notify_ != nullptr && stream->notify_when_ready(*notify_);
             {
@@ -410,6 +434,53 @@ private:
         return Poll::event;
     }
 
+    // Whether the attempt may open its stream under its provider's limits: `next()` waits for
+    // that; `poll` asks once and returns false until the grant comes (it runs `notify`).
+    bool admitted(bool may_block) {
+        if (!limit_.limiter || permit_.held()) return true;
+        if (may_block) {
+            permit_ = limit_.limiter->acquire(limit_.lane, limit_.tokens, stop_.get_token());
+            return true;
+        }
+        if (!admission_) {
+            auto admission = std::make_shared<Admission>();
+            auto waiter = limit_.limiter->request(
+                limit_.lane, limit_.tokens,
+                [admission](RequestLimiter::Permit permit, std::exception_ptr error) {
+                    std::function<void()> wake;
+                    {
+                        std::lock_guard lock(admission->mutex);
+                        admission->permit = std::move(permit);
+                        admission->error = std::move(error);
+                        admission->decided = true;
+                        wake = admission->wake;
+                    }
+                    if (wake) wake();
+                });
+            {
+                // A grant that comes from now on wakes the poller; one before was seen below.
+                std::lock_guard lock(admission->mutex);
+                if (!admission->decided && notify_ != nullptr) admission->wake = *notify_;
+            }
+            std::lock_guard lock(http_mutex_);
+            admission->waiter = std::move(waiter);
+            admission_ = std::move(admission);
+        }
+        std::exception_ptr error;
+        {
+            std::lock_guard lock(admission_->mutex);
+            if (!admission_->decided) return false;
+            permit_ = std::move(admission_->permit);
+            error = admission_->error;
+        }
+        {
+            std::lock_guard lock(http_mutex_);
+            admission_.reset();
+        }
+        if (error) std::rethrow_exception(error);
+        return true;
+    }
+
     // Refuses a 2xx stream that cannot be the event stream asked for: a body in an encoding
     // that was not requested (stream requests ask for none, so the bytes would reach the
     // parser still compressed) or an HTML page (a proxy's or a captive portal's).
@@ -435,6 +506,7 @@ private:
 
     void reset_attempt() {
         discard_bytes();
+        permit_.release();
         std::lock_guard lock(http_mutex_);
         http_.reset();
         decoder_.reset();
@@ -451,8 +523,20 @@ private:
     std::optional<StreamPosition> resume_from_;  ///< Of a stream made by `resume_stream`.
     std::optional<HttpRequest> encoded_;
     std::vector<std::string> secrets_;  ///< Of `encoded_`: kept out of every error.
+    Limit limit_;                       ///< The provider's limits each attempt waits for.
+    RequestLimiter::Permit permit_;     ///< The current attempt's, while it is in flight.
+    /// A grant `poll` waits for: filled by the limiter, on whichever thread grants it.
+    struct Admission {
+        std::mutex mutex;
+        bool decided = false;
+        RequestLimiter::Permit permit;
+        std::exception_ptr error;
+        std::function<void()> wake;
+        std::shared_ptr<RequestLimiter::Waiter> waiter;  ///< Under `http_mutex_`.
+    };
     std::stop_source stop_;
     std::mutex http_mutex_;
+    std::shared_ptr<Admission> admission_;  ///< Set and reset under `http_mutex_`.
     std::unique_ptr<HttpStream> http_;
     std::unique_ptr<StreamDecoder> decoder_;
     std::optional<detail::StreamEventChecker> checker_;  ///< Of the current attempt.

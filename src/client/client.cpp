@@ -113,6 +113,25 @@ Client::Client(ClientOptions options)
                                     : std::shared_ptr<const PriceTable>(std::shared_ptr<void>(),
                                                                         &PriceTable::builtin());
     for (auto& provider : options.providers) add_provider(std::move(provider));
+    for (const auto& [provider, limits] : options.limits) {
+        if (provider.empty() || limits.tokens_per_minute < 0) {
+            throw InvalidOptionError(
+                ErrorCode::invalid_limits,
+                provider.empty()
+                    ? "ClientOptions::limits names an empty provider"
+                    : "the tokens_per_minute limit of provider " + provider + " is negative");
+        }
+        // The timers of a provider's queue run on the client's callback thread, while the
+        // client lives.
+        auto schedule = [client = std::weak_ptr<State>(state_)](
+                            detail::RequestLimiter::Clock::duration delay,
+                            std::function<void()> work) {
+            if (const auto state = client.lock())
+                state->callbacks.post_after(delay, std::move(work));
+        };
+        state_->limiters.emplace(provider, std::make_shared<detail::RequestLimiter>(
+                                               provider, limits, std::move(schedule)));
+    }
 }
 
 Client Client::from_env(ClientOptions options) {
@@ -272,14 +291,18 @@ ChatResponse detail::checked(const Client::State& state, const Route& route,
 
 namespace {
 
-// Sends a routed, checked request, retrying what the retry policy allows.
+// Sends a routed, checked request, retrying what the retry policy allows; it waits for its
+// provider's limits in `lane`.
 ChatResponse complete_routed(const Client::State& state, const Route& route,
-                             const ChatRequest& request, const std::stop_token& stop) {
+                             const ChatRequest& request, const std::stop_token& stop,
+                             std::uint64_t lane = 0) {
     if (route.provider->offline()) {
         return checked(state, route, request, route.provider->respond(request, stop), true);
     }
     const HttpRequest http = detail::encode_request(*route.provider, request, false);
-    return send_with_retries(state, http, stop, [&](const HttpResponse& answer) {
+    const auto limit = detail::Limit::of(state, route.provider->name(), lane, http,
+                                         detail::max_output_tokens(request));
+    return send_with_retries(state, http, stop, limit, [&](const HttpResponse& answer) {
         return checked(state, route, request, route.provider->decode(answer, request), true);
     });
 }
@@ -313,8 +336,9 @@ ChatResponse send_background(const Client::State& state, const BackgroundRoute& 
                              const HttpRequest& http, const std::stop_token& stop, bool report,
                              std::optional<std::chrono::milliseconds>* asked = nullptr) {
     std::exception_ptr final_error;
-    ChatResponse response =
-        send_with_retries(state, http, stop, [&](const HttpResponse& answer) -> ChatResponse {
+    ChatResponse response = send_with_retries(
+        state, http, stop, detail::Limit::of(state, background.route.provider->name(), 0, http, 0),
+        [&](const HttpResponse& answer) -> ChatResponse {
             if (answer.status < 200 || answer.status > 299) {
                 (void)background.codec->decode_retrieved(answer, background.request);
                 throw ProviderError(
@@ -391,16 +415,16 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
 }
 
 ChatResponse detail::ConversationCalls::complete(const Client& client, ChatRequest request,
-                                                 std::stop_token stop) {
+                                                 std::stop_token stop, std::uint64_t lane) {
     const Route route = routed(client, request, false, true);
-    return complete_routed(*client.state_, route, request, std::move(stop));
+    return complete_routed(*client.state_, route, request, std::move(stop), lane);
 }
 
 ChatStream detail::ConversationCalls::stream(const Client& client, ChatRequest request,
-                                             std::stop_token stop) {
+                                             std::stop_token stop, std::uint64_t lane) {
     Route route = routed(client, request, true, true);
     return ChatStream(std::make_unique<detail::ChatStreamState>(
-        client.state_, std::move(route), std::move(request), std::move(stop)));
+        client.state_, std::move(route), std::move(request), std::move(stop), lane));
 }
 
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop,

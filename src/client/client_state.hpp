@@ -6,6 +6,7 @@
 #include <ullm/client/client.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/detail/redact.hpp>
+#include <ullm/detail/request_limiter.hpp>
 #include <ullm/http/retry_policy.hpp>
 #include <ullm/providers/price_table.hpp>
 
@@ -90,6 +91,9 @@ struct Client::State {
     /// Where async calls decode their answers, wait for retries and, without an executor of
     /// their own, run their callbacks. Its thread starts on the first async call.
     detail::WorkThread callbacks{"ullm-cb"};
+    /// The queue in front of each provider `ClientOptions::limits` names; set by the
+    /// constructor, read-only afterwards.
+    std::map<std::string, std::shared_ptr<detail::RequestLimiter>, std::less<>> limiters;
 };
 
 namespace detail {
@@ -112,6 +116,35 @@ private:
 }  // namespace detail
 
 namespace detail {
+
+/// What one request is held to: its provider's limiter (null: none), the lane it waits in and
+/// the tokens it is estimated at.
+struct Limit {
+    std::shared_ptr<RequestLimiter> limiter;
+    std::uint64_t lane = 0;
+    std::int64_t tokens = 0;
+
+    /// The limit of a request of `http` to `provider` that may answer with up to `max_output`
+    /// tokens: about 4 bytes of body a token, plus the output.
+    static Limit of(const Client::State& client, std::string_view provider, std::uint64_t lane,
+                    const HttpRequest& http, std::int64_t max_output) {
+        const auto found = client.limiters.find(provider);
+        if (found == client.limiters.end()) return {};
+        return {found->second, lane,
+                static_cast<std::int64_t>((http.body.size() + 3) / 4) + max_output};
+    }
+};
+
+/// The output a chat request may use, as its provider's limits count it.
+inline std::int64_t max_output_tokens(const ChatRequest& request) {
+    return request.max_tokens.value_or(4096);
+}
+
+/// The tokens an answer reports it used, for `RequestLimiter::Permit::settle`.
+template <class Answer>
+std::int64_t used_tokens(const Answer& answer) {
+    return answer.usage.input_tokens + answer.usage.output_tokens;
+}
 
 // A retry's delay, or nullopt when `error` must not be retried after `attempt`.
 inline std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& policy,
@@ -150,14 +183,19 @@ inline void redact_secrets(Error& error, const std::vector<std::string>& secrets
 
 // Sends `http` and returns what `decode` makes of the answer, retrying what the retry policy
 // allows; no error it throws holds a secret of `http`.
+// Each attempt waits for `limit` first.
 template <class Decode>
 auto send_with_retries(const Client::State& state, const HttpRequest& http,
-                       const std::stop_token& stop, const Decode& decode)
+                       const std::stop_token& stop, const Limit& limit, const Decode& decode)
     -> decltype(decode(std::declval<const HttpResponse&>())) {
     const std::vector<std::string> secrets = detail::request_secrets(http);
     for (int attempt = 1;; ++attempt) {
         try {
-            return decode(state.transport->send(http, stop));
+            RequestLimiter::Permit permit;
+            if (limit.limiter) permit = limit.limiter->acquire(limit.lane, limit.tokens, stop);
+            auto answer = decode(state.transport->send(http, stop));
+            permit.settle(used_tokens(answer));
+            return answer;
         } catch (const CancelledError&) {
             throw;
         } catch (Error& error) {

@@ -7,15 +7,17 @@
 #include <ullm/client/chat_stream.hpp>
 #include <ullm/client/client.hpp>
 
+#include <cstdint>
 #include <stop_token>
 
 namespace ullm::detail {
 
+// `lane` is the conversation's lane in its provider's queue (`ProviderLimits`).
 struct ConversationCalls {
     [[nodiscard]] static ChatResponse complete(const Client& client, ChatRequest request,
-                                               std::stop_token stop);
+                                               std::stop_token stop, std::uint64_t lane);
     [[nodiscard]] static ChatStream stream(const Client& client, ChatRequest request,
-                                           std::stop_token stop);
+                                           std::stop_token stop, std::uint64_t lane);
 };
 
 }  // namespace ullm::detail

@@ -93,7 +93,7 @@ EmbeddingResponse embed_routed(const Client::State& state, const EmbeddingRoute&
                            begin + static_cast<std::ptrdiff_t>(std::min(limit, count - first)));
         const HttpRequest http = routed.codec->encode(part);
         EmbeddingResponse answer = detail::send_with_retries(
-            state, http, stop,
+            state, http, stop, detail::Limit::of(state, provider, 0, http, 0),
             [&](const HttpResponse& response) { return routed.codec->decode(response, part); });
         price_embedding(*state.prices, provider, request.model, answer.model, answer.usage);
         detail::report_usage(state, provider, request.model, answer.usage, false, false, true);

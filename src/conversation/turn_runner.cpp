@@ -278,12 +278,19 @@ private:
         turn_totals_ += ConversationTotals{.rounds = 1};
         if (streaming_) {
             round_stream_.emplace(detail::ConversationCalls::stream(
-                state_->client, std::move(request), stop_.get_token()));
+                state_->client, std::move(request), stop_.get_token(), lane()));
             phase_ = Phase::streaming;
         } else {
             finish_round(settled(detail::ConversationCalls::complete(
-                state_->client, std::move(request), stop_.get_token())));
+                state_->client, std::move(request), stop_.get_token(), lane())));
         }
+    }
+
+    // The conversation's lane in its provider's queue: one per session (two sessions share
+    // one only when their hashes collide, which costs them fairness, nothing else).
+    [[nodiscard]] std::uint64_t lane() const {
+        const auto& options = conversation();
+        return std::hash<std::string>{}(options.tenant + '\n' + options.session_id);
     }
 
     // The finished reply of a round: a background reply is waited for; a cancelled one fails

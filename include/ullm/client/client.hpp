@@ -6,6 +6,7 @@
 #include <ullm/client/awaitable.hpp>
 #include <ullm/client/budget.hpp>
 #include <ullm/client/chat_stream.hpp>
+#include <ullm/client/provider_limits.hpp>
 #include <ullm/client/structured_output.hpp>
 #include <ullm/core/executor.hpp>
 #include <ullm/core/result.hpp>
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -73,6 +75,10 @@ struct ClientOptions {
     /// finished the request, possibly from several threads at once; exceptions it throws are
     /// ignored.
     std::function<void(const UsageReport&)> on_usage;
+    /// Limits on what each provider (by name, e.g. "openai") is sent: in flight at once,
+    /// requests and tokens per minute, with a queue that serves conversations in turn. A
+    /// provider not named has none. Checked by the constructor (`invalid_limits`).
+    std::map<std::string, ProviderLimits, std::less<>> limits;
 };
 
 /// What a request may cost before it is sent.
@@ -108,6 +114,11 @@ struct AsyncOptions {
     std::shared_ptr<Executor> executor;
     /// The call's budget, applied as `complete(request, stop, budget)` applies it.
     std::optional<CallBudget> budget;
+    /// The lane the call waits in when its provider's limits hold it back
+    /// (`ClientOptions::limits`): lanes are served in turn. Any number: a user's id, a hash of
+    /// a tenant's name. (A number, not a string: g++ 12 miscompiles a braced `AsyncOptions`
+    /// temporary holding a `std::string` in a `co_await` expression.)
+    std::uint64_t lane = 0;
 };
 
 /// How `Client::complete_many` runs its requests. A value type.
@@ -118,6 +129,8 @@ struct BatchOptions {
     std::stop_token stop;
     /// Each request's budget, applied as `complete(request, stop, budget)` applies it.
     std::optional<CallBudget> budget;
+    /// The lane the requests wait in for their provider's limits (`AsyncOptions::lane`).
+    std::uint64_t lane = 0;
 };
 
 /// What `Client::stream_async` calls. A value type.
@@ -226,11 +239,16 @@ public:
     /// resumes on `options.executor`, else on its promise's `get_executor()` when it has one,
     /// else on the client's callback thread.
     [[nodiscard]] Awaitable<ChatResponse> co_complete(ChatRequest request,
-                                                      AsyncOptions options = {}) const;
+                                                      AsyncOptions options) const;
+    /// As `co_complete(request, {})`. (An overload rather than a default argument, which g++ 12
+    /// may construct wrongly inside a `co_await` expression.)
+    [[nodiscard]] Awaitable<ChatResponse> co_complete(ChatRequest request) const;
 
     /// A stream for coroutines: `while (auto event = co_await stream.next())`. As
     /// `stream_async`, sent on the first `next()`; see `AsyncEventStream`.
-    [[nodiscard]] AsyncEventStream co_stream(ChatRequest request, AsyncOptions options = {}) const;
+    [[nodiscard]] AsyncEventStream co_stream(ChatRequest request, AsyncOptions options) const;
+    /// As `co_stream(request, {})` (an overload for the reason `co_complete`'s is).
+    [[nodiscard]] AsyncEventStream co_stream(ChatRequest request) const;
 
     /// A stream of `request`'s response; nothing is sent until the first event is pulled.
     [[nodiscard]] ChatStream stream(ChatRequest request, std::stop_token stop = {}) const;

@@ -253,6 +253,15 @@ public:
         : Error(code, message, 400, false) {}
 };
 
+/// A request found its provider's queue full (`ProviderLimits::max_queued`): too many requests
+/// were already waiting for the provider's limits. Nothing was sent. Code `queue_full`, status
+/// 503, not retried by the client (the caller decides whether to try again later).
+class QueueFullError : public Error {
+public:
+    QueueFullError(const std::string& message, ErrorOrigin origin = {})
+        : Error(ErrorCode::queue_full, message, 503, false, std::move(origin)) {}
+};
+
 /// A conversation turn asked for more tool rounds than `max_tool_rounds` allows. Code
 /// `max_tool_rounds_exceeded`, status 422, not retryable. `max_rounds()` is the limit.
 class MaxToolRoundsError : public Error {

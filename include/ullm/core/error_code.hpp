@@ -37,6 +37,7 @@
     /* providers */                                   \
     X(authentication_failed)                          \
     X(rate_limited)                                   \
+    X(queue_full)                                     \
     X(context_length_exceeded)                        \
     X(provider_error)                                 \
     X(provider_overloaded)                            \
@@ -65,6 +66,7 @@
     X(invalid_response_id)                            \
     X(invalid_poll_options)                           \
     X(invalid_batch_options)                          \
+    X(invalid_limits)                                 \
     X(invalid_context_manager_output)                 \
     X(invalid_context_window)                         \
     X(invalid_max_tool_rounds)                        \
