@@ -113,6 +113,11 @@ Client::Client(ClientOptions options)
                                     : std::shared_ptr<const PriceTable>(std::shared_ptr<void>(),
                                                                         &PriceTable::builtin());
     for (auto& provider : options.providers) add_provider(std::move(provider));
+    if (options.max_tool_threads == 0) {
+        throw InvalidOptionError(ErrorCode::invalid_limits,
+                                 "ClientOptions::max_tool_threads is 0: tools could never run");
+    }
+    state_->tools = std::make_unique<detail::ThreadPool>("ullm-tool", options.max_tool_threads);
     for (const auto& [provider, limits] : options.limits) {
         if (provider.empty() || limits.tokens_per_minute < 0) {
             throw InvalidOptionError(
@@ -425,6 +430,10 @@ ChatStream detail::ConversationCalls::stream(const Client& client, ChatRequest r
     Route route = routed(client, request, true, true);
     return ChatStream(std::make_unique<detail::ChatStreamState>(
         client.state_, std::move(route), std::move(request), std::move(stop), lane));
+}
+
+detail::ThreadPool& detail::ConversationCalls::tool_pool(const Client& client) {
+    return *client.state_->tools;
 }
 
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop,

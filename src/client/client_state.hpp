@@ -11,6 +11,7 @@
 #include <ullm/providers/price_table.hpp>
 
 #include "../core/buffer_pool.hpp"
+#include "../core/thread_pool.hpp"
 #include "../core/work_thread.hpp"
 
 #include <chrono>
@@ -94,6 +95,8 @@ struct Client::State {
     /// The queue in front of each provider `ClientOptions::limits` names; set by the
     /// constructor, read-only afterwards.
     std::map<std::string, std::shared_ptr<detail::RequestLimiter>, std::less<>> limiters;
+    /// Where the tool callbacks of its conversations run (`ClientOptions::max_tool_threads`).
+    std::unique_ptr<detail::ThreadPool> tools;
 };
 
 namespace detail {

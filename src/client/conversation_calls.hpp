@@ -12,12 +12,16 @@
 
 namespace ullm::detail {
 
+class ThreadPool;
+
 // `lane` is the conversation's lane in its provider's queue (`ProviderLimits`).
 struct ConversationCalls {
     [[nodiscard]] static ChatResponse complete(const Client& client, ChatRequest request,
                                                std::stop_token stop, std::uint64_t lane);
     [[nodiscard]] static ChatStream stream(const Client& client, ChatRequest request,
                                            std::stop_token stop, std::uint64_t lane);
+    /// The pool the conversation's tool callbacks run on.
+    [[nodiscard]] static ThreadPool& tool_pool(const Client& client);
 };
 
 }  // namespace ullm::detail

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
 
 namespace ullm::detail {
 
@@ -60,7 +59,8 @@ void grace(const std::vector<std::shared_ptr<CallState>>& states) {
     }
 }
 
-// Starts `call` on its own thread, counted by the busy guard until its callback returns.
+// Starts `call` on a thread of the pool, counted by the busy guard until its callback returns.
+// A call that waits for a thread of the pool waits within its deadline.
 std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>& registry,
                                       const std::shared_ptr<TurnQueue>& queue,
                                       const ToolCallPart& call, const ToolRoundSettings& settings,
@@ -105,9 +105,12 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
         state->finished.notify_all();
     };
     queue->tool_started();
+    bool posted = false;
     try {
-        std::thread(std::move(run)).detach();
+        posted = settings.pool->post(std::move(run));
     } catch (...) {
+    }
+    if (!posted) {
         queue->tool_finished();
         std::lock_guard lock(state->mutex);
         state->outcome = {"Error: tool \"" + call.name + "\" could not be started", true,

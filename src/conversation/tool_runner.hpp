@@ -8,6 +8,8 @@
 #include <ullm/core/message.hpp>
 #include <ullm/tools/tool_registry.hpp>
 
+#include "../core/thread_pool.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -18,6 +20,7 @@
 namespace ullm::detail {
 
 struct ToolRoundSettings {
+    ThreadPool* pool = nullptr;  ///< Where the callbacks run (the client's tool pool).
     std::chrono::milliseconds timeout{30'000};
     ValidationMode validation = ValidationMode::strict;
     bool sequential = false;        ///< One call after another (a window of one).

@@ -362,6 +362,7 @@ private:
             pending_.push(std::move(usage));
         }
         const detail::ToolRoundSettings settings{
+            .pool = &detail::ConversationCalls::tool_pool(state_->client),
             .timeout = conversation().tool_execution_timeout,
             .validation = conversation().tool_validation,
             .sequential = conversation().sequential_tool_calls,

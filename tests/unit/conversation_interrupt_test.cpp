@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -462,6 +463,49 @@ TEST_CASE("a session removed from the store starts afresh after one refused turn
     CHECK(store->get("", "removed")->version == 2);
     CHECK(conversation.totals().rounds == 2);
     CHECK(client.conversation({.session_id = "removed"}).history().size() == 2);
+}
+
+TEST_CASE("tool callbacks run on the client's bounded pool of threads, reused",
+          "[conversation][tool_pool]") {
+    auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
+    const ullm::Client client(
+        {.default_model = "scripted/model-a", .providers = {provider}, .max_tool_threads = 2});
+    std::mutex mutex;
+    std::set<std::thread::id> threads;
+    std::atomic<int> running{0};
+    std::atomic<int> most{0};
+    auto work = tool_running("work", [&](const json&, ullm::ToolContext&) -> json {
+        const int now = ++running;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        {
+            const std::lock_guard lock(mutex);
+            threads.insert(std::this_thread::get_id());
+        }
+        std::this_thread::sleep_for(20ms);
+        --running;
+        return "done";
+    });
+    auto conversation = client.conversation({.tools = {work}, .max_parallel_tool_calls = 8});
+    for (int turn = 0; turn < 2; ++turn) {
+        std::vector<ullm::ToolCallPart> calls;
+        for (int i = 0; i < 6; ++i) {
+            calls.push_back(
+                {"t" + std::to_string(turn) + "c" + std::to_string(i), "work", json::object()});
+        }
+        provider->push(parallel_calls(calls));
+        provider->push_text("ok");
+        CHECK(conversation.send("go").text == "ok");
+    }
+    CHECK(most.load() <= 2);  // eight may run at once by the conversation, two by the pool
+    CHECK(threads.size() <= 2);
+    for (const auto& message : conversation.history()) {
+        for (const auto& result : message.tool_results()) CHECK_FALSE(result.is_error);
+    }
+    CHECK(error_code_of([&] {
+              const ullm::Client none({.providers = {provider}, .max_tool_threads = 0});
+          }) == "invalid_limits");
 }
 
 TEST_CASE("max_parallel_tool_calls bounds how many calls of a round run at once",

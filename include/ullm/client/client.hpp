@@ -79,6 +79,11 @@ struct ClientOptions {
     /// requests and tokens per minute, with a queue that serves conversations in turn. A
     /// provider not named has none. Checked by the constructor (`invalid_limits`).
     std::map<std::string, ProviderLimits, std::less<>> limits;
+    /// The tool callbacks of the conversations and dialogs made from this client run on a pool
+    /// of at most this many threads, started as calls need them and ended after 30 s idle. A
+    /// call waiting for a thread waits within its `tool_execution_timeout`. At least 1 (else
+    /// `invalid_limits`); a tool that ignores its stop token holds its thread until it returns.
+    std::size_t max_tool_threads = 64;
 };
 
 /// What a request may cost before it is sent.
