@@ -82,7 +82,11 @@ std::shared_ptr<CallState> start_call(const std::shared_ptr<const ToolRegistry>&
         try {
             // A turn this callback starts on its own conversation is refused, never waited for.
             queue->enter_tool_thread();
-            if (!unknown.empty() && registry->find(call.name) == nullptr) {
+            if (state->stop.stop_requested()) {
+                // Its deadline passed, or its turn was cancelled, while it waited for a thread
+                // of the pool: it has been answered already, and never runs.
+                outcome = {tool_call_cancelled_text, true, {}};
+            } else if (!unknown.empty() && registry->find(call.name) == nullptr) {
                 outcome = {unknown, true, detail::report(ErrorCode::unknown_tool)};
             } else {
                 outcome = registry->run(call.name, call.arguments, context, validation);

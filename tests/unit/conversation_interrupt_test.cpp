@@ -508,6 +508,37 @@ TEST_CASE("tool callbacks run on the client's bounded pool of threads, reused",
           }) == "invalid_limits");
 }
 
+TEST_CASE("a tool call whose deadline passes while it waits for the pool never runs",
+          "[conversation][tool_pool]") {
+    auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
+    const ullm::Client client(
+        {.default_model = "scripted/model-a", .providers = {provider}, .max_tool_threads = 1});
+    std::atomic<int> ran{0};
+    std::atomic<bool> release{false};
+    auto stubborn = tool_running("stubborn", [&](const json&, ullm::ToolContext&) -> json {
+        ++ran;
+        // Ignores its stop token: it holds the pool's one thread past its deadline.
+        while (!release.load()) std::this_thread::sleep_for(1ms);
+        return "late";
+    });
+    provider->push(
+        parallel_calls({{"a", "stubborn", json::object()}, {"b", "stubborn", json::object()}}));
+    provider->push_text("done");
+    auto conversation = client.conversation({.tools = {stubborn}, .tool_execution_timeout = 50ms});
+    std::thread releaser([&] {
+        std::this_thread::sleep_for(300ms);
+        release = true;
+    });
+    CHECK(conversation.send("go").text == "done");
+    releaser.join();
+    const auto results = conversation.history()[2].tool_results();
+    REQUIRE(results.size() == 2);
+    CHECK(results[0].is_error);         // timed out while running
+    CHECK(results[1].is_error);         // timed out while waiting for the thread
+    std::this_thread::sleep_for(50ms);  // the pool's thread is free again: "b" would run now
+    CHECK(ran.load() == 1);
+}
+
 TEST_CASE("max_parallel_tool_calls bounds how many calls of a round run at once",
           "[conversation]") {
     Scripted s;
