@@ -244,6 +244,7 @@ private:
         } catch (const CancelledError&) {
         } catch (Error& failure) {
             detail::redact_secrets(failure, secrets_);
+            limit_.note(failure);
             error = std::current_exception();
             delay = detail::retry_delay(client_->retry, failure, attempt_);
         } catch (...) {

@@ -189,6 +189,7 @@ private:
                 throw;
             } catch (Error& error) {
                 redact_secrets(error, secrets_);
+                limit_.note(error);
                 if (const auto position = resumable(error)) {
                     // The response goes on without us: pick its stream up where it broke off.
                     if (position->sequence_number > progress_mark_) attempt_ = 1;

@@ -129,6 +129,16 @@ struct Limit {
 
     /// The limit of a request of `http` to `provider` that may answer with up to `max_output`
     /// tokens: about 4 bytes of body a token, plus the output.
+    /// After `error`: a rate limit with a delay holds the whole provider for that long.
+    void note(const Error& error) const {
+        if (!limiter) return;
+        if (const auto* limited = dynamic_cast<const RateLimitError*>(&error)) {
+            if (const auto delay = limited->retry_after()) {
+                limiter->hold_until(RequestLimiter::Clock::now() + *delay);
+            }
+        }
+    }
+
     static Limit of(const Client::State& client, std::string_view provider, std::uint64_t lane,
                     const HttpRequest& http, std::int64_t max_output) {
         const auto found = client.limiters.find(provider);
@@ -203,6 +213,7 @@ auto send_with_retries(const Client::State& state, const HttpRequest& http,
             throw;
         } catch (Error& error) {
             redact_secrets(error, secrets);
+            limit.note(error);
             const auto delay = retry_delay(state.retry, error, attempt);
             if (!delay) throw;
             if (!RetryPolicy::sleep(*delay, stop))

@@ -34,6 +34,10 @@ bool RequestLimiter::fits(std::int64_t tokens, Clock::time_point now, Clock::tim
         window_.pop_front();
     }
     opens = Clock::time_point::max();
+    if (now < held_until_) {
+        opens = held_until_;
+        return false;
+    }
     if (limits_.max_in_flight != 0 && in_flight_ >= limits_.max_in_flight) return false;
     const bool rpm_full =
         limits_.requests_per_minute != 0 && window_.size() >= limits_.requests_per_minute;
@@ -226,6 +230,11 @@ RequestLimiter::Permit RequestLimiter::acquire(std::uint64_t lane, std::int64_t 
     std::lock_guard lock(outcome->mutex);
     if (outcome->error) std::rethrow_exception(outcome->error);
     return std::move(outcome->permit);
+}
+
+void RequestLimiter::hold_until(Clock::time_point until) {
+    std::lock_guard lock(mutex_);
+    held_until_ = std::max(held_until_, until);
 }
 
 std::size_t RequestLimiter::in_flight() const {

@@ -15,6 +15,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/catch.hpp"
@@ -237,6 +238,37 @@ TEST_CASE("a full queue refuses, and a waiting call cancels without being sent",
     CHECK(running.get().text == "slow");
     CHECK(client.complete(question("after")).text == "re: after");
     CHECK(server.request_count() == 2);  // "running" and "after": nothing else was sent
+}
+
+TEST_CASE("a 429 with a delay holds every request of the provider for that long",
+          "[limits][integration]") {
+    TestServer server;
+    std::mutex mutex;
+    std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>> arrivals;
+    std::atomic<bool> limited_once{false};
+    server.set_handler([&](const ullm::test::RecordedRequest& request) {
+        {
+            const std::lock_guard lock(mutex);
+            arrivals.emplace_back(last_message(request), std::chrono::steady_clock::now());
+        }
+        if (!limited_once.exchange(true)) {
+            return ScriptedResponse::json(429, R"({"error":{"message":"slow down"}})",
+                                          {{"retry-after-ms", "400"}});
+        }
+        return chat_completion_reply("re: " + last_message(request));
+    });
+    const ullm::Client client(limited_options(server, {.max_in_flight = 4}));
+    auto first = client.complete_async(question("first"));
+    REQUIRE(server.wait_for_requests(1, 5s));
+    std::this_thread::sleep_for(50ms);  // the 429 has arrived
+    auto second = client.complete_async(question("second"));
+    CHECK(first.get().text == "re: first");
+    CHECK(second.get().text == "re: second");
+    const std::lock_guard lock(mutex);
+    REQUIRE(arrivals.size() == 3);
+    // Neither the retry nor the other request went out before the provider's delay was over.
+    CHECK(arrivals[1].second - arrivals[0].second >= 350ms);
+    CHECK(arrivals[2].second - arrivals[0].second >= 350ms);
 }
 
 TEST_CASE("invalid limits fail the client's construction", "[limits][integration]") {

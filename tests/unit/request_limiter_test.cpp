@@ -183,6 +183,21 @@ TEST_CASE("a request larger than tokens_per_minute starts alone in an empty minu
     CHECK(grants.order == std::vector<std::string>{"huge", "tiny"});
 }
 
+TEST_CASE("a hold starts nothing until it ends, and only grows", "[request_limiter][limits]") {
+    HandTurnedTime time;
+    const auto limiter = time.limiter({.max_in_flight = 8});
+    Grants grants;
+    limiter->hold_until(time.now + 2s);
+    limiter->hold_until(time.now + 1s);  // shorter: changes nothing
+    (void)limiter->request(0, 1, grants.for_request("a"));
+    (void)limiter->request(0, 1, grants.for_request("b"));
+    CHECK(grants.order.empty());
+    time.advance(1s);
+    CHECK(grants.order.empty());
+    time.advance(1s);
+    CHECK(grants.order == std::vector<std::string>{"a", "b"});
+}
+
 TEST_CASE("a full queue refuses at once with queue_full", "[request_limiter][limits]") {
     HandTurnedTime time;
     Grants grants;

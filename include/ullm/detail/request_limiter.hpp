@@ -103,6 +103,10 @@ public:
     /// requested while it waits.
     Permit acquire(std::uint64_t lane, std::int64_t tokens, const std::stop_token& stop);
 
+    /// Starts nothing before `until` (the provider asked to be left alone: a `429` with a
+    /// `Retry-After`); a later call may extend the hold, never shorten it.
+    void hold_until(Clock::time_point until);
+
     /// Requests in flight, and waiting (for tests and diagnostics).
     [[nodiscard]] std::size_t in_flight() const;
     [[nodiscard]] std::size_t queued() const;
@@ -135,6 +139,7 @@ private:
     std::deque<std::uint64_t> turns_;  // lanes with waiters, the next to serve first
     std::size_t queued_ = 0;
     Clock::time_point timer_at_ = Clock::time_point::max();
+    Clock::time_point held_until_{};
 };
 
 }  // namespace ullm::detail
