@@ -315,7 +315,7 @@ private:
             }
             return length;
         }
-        const std::string text(detail::trim_space(line));
+        const std::string_view text = detail::trim_space(line);
         if (text.empty()) {
             if (transfer.head.status >= 200) {
                 transfer.head_ready = true;
@@ -324,10 +324,10 @@ private:
             return length;
         }
         const auto colon = text.find(':');
-        if (colon != std::string::npos) {
+        if (colon != std::string_view::npos) {
             transfer.head.headers.emplace_back(
                 detail::lower_ascii(text.substr(0, colon)),
-                std::string(detail::trim_space(std::string_view(text).substr(colon + 1))));
+                std::string(detail::trim_space(text.substr(colon + 1))));
         }
         return length;
     }
