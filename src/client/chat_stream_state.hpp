@@ -463,9 +463,13 @@ private:
                 std::lock_guard lock(admission->mutex);
                 if (!admission->decided && notify_ != nullptr) admission->wake = *notify_;
             }
-            std::lock_guard lock(http_mutex_);
-            admission->waiter = std::move(waiter);
-            admission_ = std::move(admission);
+            {
+                std::lock_guard lock(http_mutex_);
+                admission->waiter = waiter;
+                admission_ = std::move(admission);
+            }
+            // A `cancel` that came before `admission_` was set could not withdraw it.
+            if (waiter && stop_.stop_requested()) limit_.limiter->withdraw(waiter);
         }
         std::exception_ptr error;
         {

@@ -200,6 +200,31 @@ TEST_CASE("a stream holds its provider's slot until it ends", "[limits][integrat
     CHECK(second_text.get_future().get() == "two");
     CHECK(server.request_count() == 2);
 
+    // A stream waiting for the slot is cancelled at once, and never sent.
+    server.enqueue(open_stream);
+    std::stop_source stop_holder;
+    std::promise<std::string> holder_done;
+    client.stream_async(question("holder"),
+                        {[](const ullm::StreamEvent&) {},
+                         [&](ullm::Result<ullm::ChatResponse> result) {
+                             holder_done.set_value(result.error_code());
+                         }},
+                        {.stop = stop_holder.get_token()});
+    REQUIRE(server.wait_for_requests(3, 5s));
+    std::promise<std::string> waiter_done;
+    const ullm::StreamHandle waiter =
+        client.stream_async(question("waiter"), {[](const ullm::StreamEvent&) {},
+                                                 [&](ullm::Result<ullm::ChatResponse> result) {
+                                                     waiter_done.set_value(result.error_code());
+                                                 }});
+    waiter.cancel();
+    auto waiter_result = waiter_done.get_future();
+    REQUIRE(waiter_result.wait_for(1s) == std::future_status::ready);
+    CHECK(waiter_result.get() == "cancelled");
+    stop_holder.request_stop();
+    CHECK(holder_done.get_future().get() == "cancelled");
+    CHECK(server.request_count() == 3);
+
     // A blocking stream takes its slot back once it has ended.
     server.enqueue(ScriptedResponse::sse(one_delta_stream("three"), 0));
     std::string text;
@@ -209,6 +234,7 @@ TEST_CASE("a stream holds its provider's slot until it ends", "[limits][integrat
         if (event->type == ullm::StreamEvent::Type::text_delta) text += event->delta;
     }
     CHECK(text == "three");
+    CHECK(server.request_count() == 4);
 }
 
 TEST_CASE("a full queue refuses, and a waiting call cancels without being sent",
