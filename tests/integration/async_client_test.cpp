@@ -876,6 +876,25 @@ TEST_CASE("co_complete is awaited in a coroutine and resumes where it was asked 
     CHECK(failed->get_future().get().text == "error: unknown_model_route");
 }
 
+TEST_CASE("co_complete resumes on its executor even when the call ends before it suspends",
+          "[async][coroutine][integration]") {
+    TestServer server;
+    const ullm::Client client(options_for(server));
+    auto executor = std::make_shared<QueueExecutor>();
+    auto request = ask();
+    request.model = "nowhere/model";  // fails at once: the race with the suspension is close
+    // A stress test: on an idle machine the call rarely ends before `await_suspend` has
+    // suspended, so a regression shows only now and then (under load, about one run in six
+    // failed the co_complete test above before the fix).
+    for (int i = 0; i < 200; ++i) {
+        auto out = std::make_shared<std::promise<Awaited>>();
+        complete_in_coroutine(client, request, {.executor = executor}, out);
+        const Awaited awaited = out->get_future().get();
+        REQUIRE(awaited.text == "error: unknown_model_route");
+        REQUIRE(awaited.thread == executor->id());
+    }
+}
+
 TEST_CASE("co_stream gives a coroutine every event, one batch at a time",
           "[async][coroutine][integration]") {
     TestServer server;

@@ -41,8 +41,9 @@ std::shared_ptr<Executor> resume_executor(std::shared_ptr<Executor> chosen,
 
 /// One async call, started when it is awaited: `co_await` gives its value or throws its error.
 /// It resumes the awaiting coroutine on the executor of the call's `AsyncOptions`, else on the
-/// promise's `get_executor()` when it has one, else on the client's callback thread. Await it
-/// once. Made by `Client::co_complete`.
+/// promise's `get_executor()` when it has one, else on the client's callback thread (or, when
+/// the call ended before the coroutine had suspended, at once on the awaiting thread). Await
+/// it once. Made by `Client::co_complete`.
 template <class T>
 class Awaitable {
 public:
@@ -57,16 +58,23 @@ public:
 
     template <class Promise>
     bool await_suspend(std::coroutine_handle<Promise> handle) {
-        auto executor = detail::resume_executor(executor_, handle);
+        const auto executor = detail::resume_executor(executor_, handle);
         std::shared_ptr<State> state = state_;
-        start_(std::move(executor), [state, handle](Result<T> result) mutable {
+        start_(executor, [state, handle](Result<T> result) mutable {
             state->result.emplace(std::move(result));
-            // Resumed here unless `await_suspend` has not returned yet: it then does not suspend.
+            // Resumed here unless `await_suspend` has not returned yet: it then resumes it.
             if (state->stage.exchange(Stage::done, std::memory_order_acq_rel) == Stage::suspended) {
                 handle.resume();
             }
         });
-        return state->stage.exchange(Stage::suspended, std::memory_order_acq_rel) != Stage::done;
+        if (state->stage.exchange(Stage::suspended, std::memory_order_acq_rel) != Stage::done) {
+            return true;
+        }
+        // The outcome came before the coroutine suspended: it still goes on where it asked to
+        // (without an executor, at once on this thread).
+        if (!executor) return false;
+        executor->post([handle]() mutable { handle.resume(); });
+        return true;
     }
 
     T await_resume() { return std::move(*state_->result).value(); }
