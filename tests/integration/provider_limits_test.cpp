@@ -60,6 +60,8 @@ struct ConcurrencyProbe {
     std::atomic<int> most{0};
     std::mutex mutex;
     std::vector<std::string> arrivals;
+    /// The request "first" is answered only once this is set (`open`).
+    std::atomic<bool> first_may_go{true};
 
     ullm::test::RequestHandler handler(std::chrono::milliseconds delay) {
         return [this, delay](const ullm::test::RecordedRequest& request) {
@@ -70,6 +72,11 @@ struct ConcurrencyProbe {
             {
                 std::lock_guard lock(mutex);
                 arrivals.push_back(last_message(request));
+            }
+            const auto give_up = std::chrono::steady_clock::now() + 10s;  // a failed test ends
+            while (last_message(request) == "first" && !first_may_go.load() &&
+                   std::chrono::steady_clock::now() < give_up) {
+                std::this_thread::sleep_for(1ms);
             }
             std::this_thread::sleep_for(delay);
             --now;
@@ -132,7 +139,8 @@ TEST_CASE("max_in_flight holds async calls, blocking calls and batches of one pr
 TEST_CASE("waiting requests are served lane by lane", "[limits][integration]") {
     TestServer server;
     ConcurrencyProbe probe;
-    server.set_handler(probe.handler(100ms));
+    probe.first_may_go = false;  // held until every other request is queued behind it
+    server.set_handler(probe.handler(10ms));
     const ullm::Client client(limited_options(server, {.max_in_flight = 1}));
     std::vector<std::future<ullm::ChatResponse>> answers;
     answers.push_back(client.complete_async(question("first"), {.lane = 1}));
@@ -141,6 +149,7 @@ TEST_CASE("waiting requests are served lane by lane", "[limits][integration]") {
         answers.push_back(client.complete_async(question(text), {.lane = 1}));
     }
     answers.push_back(client.complete_async(question("quiet-1"), {.lane = 2}));
+    probe.first_may_go = true;  // an async call is queued before `complete_async` returns
     for (auto& answer : answers) CHECK(answer.get().text.starts_with("re: "));
     const std::lock_guard lock(probe.mutex);
     CHECK(probe.arrivals ==
@@ -151,7 +160,8 @@ TEST_CASE("a conversation's turn is its own lane: a batch queued before it does 
           "[limits][integration]") {
     TestServer server;
     ConcurrencyProbe probe;
-    server.set_handler(probe.handler(100ms));
+    probe.first_may_go = false;
+    server.set_handler(probe.handler(10ms));
     const ullm::Client client(limited_options(server, {.max_in_flight = 1}));
     auto first = client.complete_async(question("first"));
     REQUIRE(server.wait_for_requests(1, 5s));
@@ -160,7 +170,13 @@ TEST_CASE("a conversation's turn is its own lane: a batch queued before it does 
         batch.push_back(client.complete_async(question("batch-" + std::to_string(i))));
     }
     ullm::Conversation conversation = client.conversation({.session_id = "chat-1"});
+    // The turn blocks its thread; "first" is let go once the turn has had ample time to queue.
+    std::thread release([&probe] {
+        std::this_thread::sleep_for(300ms);
+        probe.first_may_go = true;
+    });
     CHECK(conversation.send("turn").text == "re: turn");
+    release.join();
     CHECK(first.get().text == "re: first");
     for (auto& answer : batch) CHECK(answer.get().text.starts_with("re: batch-"));
     const std::lock_guard lock(probe.mutex);
@@ -240,10 +256,13 @@ TEST_CASE("a stream holds its provider's slot until it ends", "[limits][integrat
 TEST_CASE("a full queue refuses, and a waiting call cancels without being sent",
           "[limits][integration]") {
     TestServer server;
-    ScriptedResponse slow = chat_completion_reply("slow");
-    slow.delay_before_headers = 300ms;
-    server.enqueue(slow);
-    server.set_handler([](const ullm::test::RecordedRequest& request) {
+    std::atomic<bool> running_may_end{false};  // "running" holds the slot until this is set
+    server.set_handler([&](const ullm::test::RecordedRequest& request) {
+        const auto give_up = std::chrono::steady_clock::now() + 10s;  // a failed test ends
+        while (last_message(request) == "running" && !running_may_end.load() &&
+               std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(1ms);
+        }
         return chat_completion_reply("re: " + last_message(request));
     });
     const ullm::Client client(limited_options(server, {.max_in_flight = 1, .max_queued = 1}));
@@ -261,7 +280,8 @@ TEST_CASE("a full queue refuses, and a waiting call cancels without being sent",
     REQUIRE(waiting.wait_for(5s) == std::future_status::ready);
     CHECK(std::chrono::steady_clock::now() - cancelled_at < 1s);
     CHECK(error_code_of([&] { (void)waiting.get(); }) == "cancelled");
-    CHECK(running.get().text == "slow");
+    running_may_end = true;
+    CHECK(running.get().text == "re: running");
     CHECK(client.complete(question("after")).text == "re: after");
     CHECK(server.request_count() == 2);  // "running" and "after": nothing else was sent
 }
@@ -281,14 +301,25 @@ TEST_CASE("a 429 with a delay holds every request of the provider for that long"
             return ScriptedResponse::json(429, R"({"error":{"message":"slow down"}})",
                                           {{"retry-after-ms", "400"}});
         }
+        if (json::parse(request.body).value("stream", false)) {
+            return ScriptedResponse::sse(one_delta_stream("streamed"), 0);
+        }
         return chat_completion_reply("re: " + last_message(request));
     });
     const ullm::Client client(limited_options(server, {.max_in_flight = 4}));
-    auto first = client.complete_async(question("first"));
-    REQUIRE(server.wait_for_requests(1, 5s));
-    std::this_thread::sleep_for(50ms);  // the 429 has arrived
+    // A stream tells of its retry: by then the client has seen the 429 and holds the provider.
+    std::promise<void> retrying;
+    std::promise<std::string> streamed;
+    client.stream_async(question("first"),
+                        {[&](const ullm::StreamEvent& event) {
+                             if (event.type == ullm::StreamEvent::Type::retry) retrying.set_value();
+                         },
+                         [&](ullm::Result<ullm::ChatResponse> result) {
+                             streamed.set_value(result ? result.value().text : result.error_code());
+                         }});
+    REQUIRE(retrying.get_future().wait_for(5s) == std::future_status::ready);
     auto second = client.complete_async(question("second"));
-    CHECK(first.get().text == "re: first");
+    CHECK(streamed.get_future().get() == "streamed");
     CHECK(second.get().text == "re: second");
     const std::lock_guard lock(mutex);
     REQUIRE(arrivals.size() == 3);
