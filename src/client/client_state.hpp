@@ -127,8 +127,6 @@ struct Limit {
     std::uint64_t lane = 0;
     std::int64_t tokens = 0;
 
-    /// The limit of a request of `http` to `provider` that may answer with up to `max_output`
-    /// tokens: about 4 bytes of body a token, plus the output.
     /// After `error`: a rate limit with a delay holds the whole provider for that long.
     void note(const Error& error) const {
         if (!limiter) return;
@@ -139,6 +137,8 @@ struct Limit {
         }
     }
 
+    /// The limit of a request of `http` to `provider` that may answer with up to `max_output`
+    /// tokens: about 4 bytes of body a token, plus the output.
     static Limit of(const Client::State& client, std::string_view provider, std::uint64_t lane,
                     const HttpRequest& http, std::int64_t max_output) {
         const auto found = client.limiters.find(provider);
