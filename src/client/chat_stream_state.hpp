@@ -96,7 +96,7 @@ public:
         {
             std::lock_guard lock(http_mutex_);
             if (http_) http_->cancel();
-            if (admission_) waiting = admission_->waiter;
+            if (admission_) waiting = admission_->waiter.lock();
         }
         // Told `CancelledError`, the admission wakes `poll`, which throws it.
         if (waiting) limit_.limiter->withdraw(waiting);
@@ -537,7 +537,8 @@ private:
         RequestLimiter::Permit permit;
         std::exception_ptr error;
         std::function<void()> wake;
-        std::shared_ptr<RequestLimiter::Waiter> waiter;  ///< Under `http_mutex_`.
+        /// Under `http_mutex_`. Weak: the waiter's callback holds this admission.
+        std::weak_ptr<RequestLimiter::Waiter> waiter;
     };
     std::stop_source stop_;
     std::mutex http_mutex_;
