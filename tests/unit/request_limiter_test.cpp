@@ -74,6 +74,15 @@ struct Grants {
         permits.erase(name);
         permit.release();
     }
+
+    Grants() = default;
+    Grants(const Grants&) = delete;
+    Grants& operator=(const Grants&) = delete;
+    // Releases what is held one permit at a time: a release may grant a request still waiting,
+    // which writes its permit here (a map cannot take one while it is being destroyed).
+    ~Grants() {
+        while (!permits.empty()) release(permits.begin()->first);
+    }
 };
 
 }  // namespace
