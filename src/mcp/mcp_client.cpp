@@ -87,6 +87,10 @@ struct McpClient::State {
     std::map<std::int64_t, std::shared_ptr<Pending>> pending;
     std::optional<Failure> failure;  // set once: every later request fails with it
     bool tools_changed = false;
+    std::uint64_t session_generation = 0;  // one more for each session started anew
+    bool renewing = false;                 // a new session is being started: requests wait
+
+    std::mutex renew_mutex;  // one renewal of the session at a time
 
     State(McpStdioOptions client_options, std::unique_ptr<detail::mcp::McpTransport> connection)
         : options(std::move(client_options)), transport(std::move(connection)) {}
@@ -96,8 +100,11 @@ struct McpClient::State {
     State& operator=(const State&) = delete;
 
     void start() {
-        transport->start({.on_line = [this](std::string_view line) { on_line(line); },
-                          .on_failure = [this](const McpError& error) { fail(error); }});
+        transport->start(
+            {.on_line = [this](std::string_view line) { on_line(line); },
+             .on_request_failed = [this](std::int64_t id,
+                                         const McpError& error) { fail_request(id, error); },
+             .on_failure = [this](const McpError& error) { fail(error); }});
     }
 
     void close() noexcept {
@@ -114,6 +121,17 @@ struct McpClient::State {
             waiting->done = true;
         }
         pending.clear();
+        answered.notify_all();
+    }
+
+    // Fails one waiting request (its message could not be delivered, or its answer was lost).
+    void fail_request(std::int64_t id, const McpError& error) {
+        std::lock_guard lock(mutex);
+        const auto found = pending.find(id);
+        if (found == pending.end()) return;
+        found->second->error.emplace(error);
+        found->second->done = true;
+        pending.erase(found);
         answered.notify_all();
     }
 
@@ -184,6 +202,7 @@ struct McpClient::State {
     }
 
     void on_notification(const std::string& method, const json& params) {
+        if (options.on_notification) options.on_notification(method, params);
         if (method == "notifications/tools/list_changed") {
             {
                 std::lock_guard lock(mutex);
@@ -238,15 +257,40 @@ struct McpClient::State {
         transport->write_line(dump_line(message), deadline);
     }
 
-    json request(const std::string& method, json params, const McpCallOptions& call,
-                 std::chrono::milliseconds timeout, bool cancellable = true) {
+    // Sends a request and waits for its answer. A request the server refused because it no
+    // longer knows the session (it was not run) is sent again, once, in a new session.
+    json request(const std::string& method, const json& params, const McpCallOptions& call,
+                 std::chrono::milliseconds timeout) {
         const auto deadline = std::min(call.deadline, Clock::now() + timeout);
+        std::uint64_t generation = 0;
+        try {
+            return request_once(method, params, call, deadline, false, &generation);
+        } catch (const McpError& error) {
+            if (error.error_code() != ErrorCode::mcp_session_expired) throw;
+        }
+        renew_session(generation);
+        return request_once(method, params, call, deadline, false, nullptr);
+    }
+
+    // One request. A `handshake` (initialize) is never cancelled and is sent while the session
+    // is being renewed; other requests wait for that. `generation` receives the session's.
+    json request_once(const std::string& method, json params, const McpCallOptions& call,
+                      Clock::time_point deadline, bool handshake, std::uint64_t* generation) {
         auto waiting = std::make_shared<Pending>();
         waiting->on_progress = call.on_progress;
         std::int64_t id = 0;
         {
-            std::lock_guard lock(mutex);
+            std::unique_lock lock(mutex);
+            if (!handshake) {
+                answered.wait_until(lock, deadline, [&] { return !renewing || failure; });
+                if (renewing && !failure) {
+                    throw McpError(ErrorCode::mcp_timeout,
+                                   "the MCP session was still being renewed when " + method +
+                                       " ran out of time");
+                }
+            }
             if (failure) failure->raise();
+            if (generation != nullptr) *generation = session_generation;
             id = next_id++;
             pending.emplace(id, waiting);
         }
@@ -284,7 +328,7 @@ struct McpClient::State {
         const bool stopped = call.stop_token.stop_requested();
         const std::string reason =
             stopped ? "cancelled by the caller" : "timed out waiting for the answer";
-        if (cancellable) {
+        if (!handshake) {
             try {
                 send({{"jsonrpc", "2.0"},
                       {"method", "notifications/cancelled"},
@@ -299,15 +343,19 @@ struct McpClient::State {
                        "the MCP server did not answer " + method + " in time");
     }
 
-    void initialize() {
+    // Sends initialize (offering the negotiated version once there is one) and checks the
+    // answer's protocol version.
+    json handshake() {
         const json params = {
-            {"protocolVersion", options.protocol_version},
+            {"protocolVersion",
+             protocol_version.empty() ? options.protocol_version : protocol_version},
             {"capabilities", json::object()},
             {"clientInfo", {{"name", "ullm"}, {"version", std::string(version())}}}};
         json result;
         try {
             // initialize must not be cancelled: its timeout fails the connection.
-            result = request("initialize", params, {}, options.initialize_timeout, false);
+            result = request_once("initialize", params, {},
+                                  Clock::now() + options.initialize_timeout, true, nullptr);
         } catch (const McpError& error) {
             if (error.error_code() != ErrorCode::mcp_timeout) throw;
             std::string text = "the MCP server did not answer initialize within " +
@@ -321,14 +369,20 @@ struct McpClient::State {
             throw McpError(ErrorCode::mcp_protocol_error,
                            "the MCP server's initialize result has no protocolVersion");
         }
-        protocol_version = result["protocolVersion"].get<std::string>();
+        const auto answered_version = result["protocolVersion"].get<std::string>();
         const auto& supported = mcp_supported_protocol_versions();
-        if (std::find(supported.begin(), supported.end(), protocol_version) == supported.end()) {
+        if (std::find(supported.begin(), supported.end(), answered_version) == supported.end()) {
             throw McpError(ErrorCode::mcp_unsupported_protocol_version,
-                           "the MCP server speaks protocol version " + excerpt(protocol_version) +
+                           "the MCP server speaks protocol version " + excerpt(answered_version) +
                                "; ullm offered " + options.protocol_version + " and speaks " +
                                "2025-11-25, 2025-06-18 and 2025-03-26");
         }
+        return result;
+    }
+
+    void initialize() {
+        const json result = handshake();
+        protocol_version = result["protocolVersion"].get<std::string>();
         transport->set_protocol_version(protocol_version);
         if (result.contains("serverInfo") && result["serverInfo"].is_object())
             server_info = result["serverInfo"];
@@ -338,6 +392,42 @@ struct McpClient::State {
         alias = options.alias.empty() ? string_field(server_info, "name") : options.alias;
         send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}},
              Clock::now() + options.initialize_timeout);
+        transport->session_ready();
+    }
+
+    // Starts a new session after the server forgot the one of `generation` (HTTP 404), unless
+    // another request has done so meanwhile. The server's info from the first session stays.
+    void renew_session(std::uint64_t generation) {
+        const std::lock_guard renewal(renew_mutex);
+        {
+            std::lock_guard lock(mutex);
+            if (failure) failure->raise();
+            if (session_generation != generation) return;
+            renewing = true;
+        }
+        const auto done = [this](bool renewed) {
+            std::lock_guard lock(mutex);
+            renewing = false;
+            if (renewed) ++session_generation;
+            answered.notify_all();
+        };
+        try {
+            transport->reset_session();
+            const json result = handshake();
+            if (result["protocolVersion"] != protocol_version) {
+                throw McpError(ErrorCode::mcp_session_expired,
+                               "the MCP server's new session speaks protocol version " +
+                                   excerpt(result["protocolVersion"].get<std::string>()) +
+                                   ", its first one " + protocol_version);
+            }
+            send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}},
+                 Clock::now() + options.initialize_timeout);
+            transport->session_ready();
+        } catch (...) {
+            done(false);
+            throw;
+        }
+        done(true);
     }
 
     // Every item of a paginated list method, under `key`.
@@ -391,6 +481,7 @@ McpClient McpClient::connect(McpHttpOptions options) {
     session.initialize_timeout = options.initialize_timeout;
     session.request_timeout = options.request_timeout;
     session.on_tools_changed = options.on_tools_changed;
+    session.on_notification = options.on_notification;
     auto state = std::make_shared<State>(std::move(session),
                                          std::make_unique<detail::mcp::HttpTransport>(options));
     state->start();

@@ -6,16 +6,19 @@
 #include <ullm/mcp/mcp_client.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 
 namespace ullm::detail::mcp {
 
-// What a transport reports: each message the server sent (one JSON text), and at most one
-// failure of the whole connection, after which it reports nothing more.
+// What a transport reports: each message the server sent (one JSON text), a request of ours
+// that failed on its own (HTTP: an error status, a broken connection; the connection goes on),
+// and at most one failure of the whole connection, after which it reports nothing more.
 struct TransportHandlers {
     std::function<void(std::string_view message)> on_line;
+    std::function<void(std::int64_t request_id, const McpError& failure)> on_request_failed;
     std::function<void(const McpError& failure)> on_failure;
 };
 
@@ -32,6 +35,11 @@ public:
     virtual void close() noexcept = 0;
     // The negotiated protocol version, once known (HTTP sends it on every request).
     virtual void set_protocol_version(const std::string& /*version*/) {}
+    // The session is initialized: HTTP opens the stream of the server's own messages.
+    virtual void session_ready() {}
+    // Forgets the session (HTTP: its id, and stops listening), so that the next message
+    // (initialize) starts a new one. Not from a handler.
+    virtual void reset_session() {}
     // The server's process id, or -1 when it is not a child.
     [[nodiscard]] virtual int pid() const noexcept { return -1; }
     // The end of the server's stderr, when it is a child.

@@ -9,8 +9,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
@@ -78,7 +81,40 @@ TEST_CASE("an HTTP error status answers the request with mcp_server_error", "[mc
         CHECK(error.code() == "mcp_server_error");
         CHECK(error.message().find("HTTP 404") != std::string::npos);
     }
-    CHECK(error_code_of([] {
-              (void)ullm::McpClient::connect({.url = "http://127.0.0.1:1/mcp"});
-          }) == "mcp_server_error");
+}
+
+TEST_CASE("server-everything restarted: the client starts a new session and goes on", "[mcp]") {
+    ullm::test::EverythingHttpServer server;
+    auto client = ullm::McpClient::connect({.url = server.url()});
+    CHECK(client.call_tool("echo", {{"message", "one"}}).text() == "Echo: one");
+    server.restart();  // the new process knows no session: it answers 400 naming the session
+    CHECK(client.call_tool("echo", {{"message", "two"}}).text() == "Echo: two");
+    client.close();
+}
+
+TEST_CASE("server-everything's log lines arrive on the GET stream", "[mcp]") {
+    ullm::test::EverythingHttpServer server;
+    std::mutex mutex;
+    std::condition_variable arrived;
+    std::vector<json> log_lines;
+    ullm::McpHttpOptions options{.url = server.url()};
+    options.on_notification = [&](const std::string& method, const json& params) {
+        if (method != "notifications/message") return;
+        std::lock_guard lock(mutex);
+        log_lines.push_back(params);
+        arrived.notify_all();
+    };
+    auto client = ullm::McpClient::connect(options);
+    // Every level is wanted (the tool picks one at random).
+    (void)client.request("logging/setLevel", {{"level", "debug"}});
+    // The tool starts a log line at once and one every 5 s, sent on the session's GET stream
+    // (no request of ours is open to carry them).
+    CHECK_FALSE(client.call_tool("toggle-simulated-logging").is_error);
+    {
+        std::unique_lock lock(mutex);
+        CHECK(arrived.wait_for(lock, 15s, [&] { return !log_lines.empty(); }));
+        if (!log_lines.empty()) CHECK(log_lines[0]["data"].is_string());
+    }
+    CHECK_FALSE(client.call_tool("toggle-simulated-logging").is_error);
+    client.close();
 }

@@ -75,17 +75,12 @@ inline McpStdioOptions misbehaving_server(const std::string& mode) {
 // connections.
 class EverythingHttpServer {
 public:
-    EverythingHttpServer() : port_(free_loopback_port()) {
-        pid_ = spawn_quiet(
-            {node_program(), mcp_reference_server("everything"), "streamableHttp"},
-            {"PORT=" + std::to_string(port_), std::string("PATH=") + std::getenv("PATH")});
-        REQUIRE(pid_ > 0);
-        REQUIRE(wait_until_accepting(port_, std::chrono::seconds(20)));
-    }
-    ~EverythingHttpServer() {
-        ::kill(pid_, SIGKILL);
-        int status = 0;
-        ::waitpid(pid_, &status, 0);
+    EverythingHttpServer() : port_(free_loopback_port()) { start(); }
+    ~EverythingHttpServer() { stop(); }
+    // Kills the server and starts a new one on the same port (it knows no session).
+    void restart() {
+        stop();
+        start();
     }
     EverythingHttpServer(const EverythingHttpServer&) = delete;
     EverythingHttpServer& operator=(const EverythingHttpServer&) = delete;
@@ -95,6 +90,19 @@ public:
     }
 
 private:
+    void start() {
+        pid_ = spawn_quiet(
+            {node_program(), mcp_reference_server("everything"), "streamableHttp"},
+            {"PORT=" + std::to_string(port_), std::string("PATH=") + std::getenv("PATH")});
+        REQUIRE(pid_ > 0);
+        REQUIRE(wait_until_accepting(port_, std::chrono::seconds(20)));
+    }
+    void stop() {
+        ::kill(pid_, SIGKILL);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+    }
+
     int port_ = 0;
     pid_t pid_ = -1;
 };

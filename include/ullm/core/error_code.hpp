@@ -124,7 +124,9 @@
     X(mcp_message_too_large)                          \
     X(mcp_timeout)                                    \
     X(mcp_unsupported_protocol_version)               \
-    X(mcp_server_error)
+    X(mcp_server_error)                               \
+    X(mcp_connection_failed)                          \
+    X(mcp_session_expired)
 
 namespace ullm {
 

@@ -25,8 +25,10 @@ namespace ullm {
 /// closed; the message holds the exit status and the tail of its stderr),
 /// `mcp_protocol_error` (a line that is not JSON-RPC 2.0), `mcp_message_too_large` (a message
 /// over `McpStdioOptions::max_message_bytes`), `mcp_timeout` (no answer before the call's
-/// deadline; `initialize` included), `mcp_unsupported_protocol_version`, and
-/// `mcp_server_error` (the server answered a request with a JSON-RPC error: `rpc_code()`).
+/// deadline; `initialize` included), `mcp_unsupported_protocol_version`,
+/// `mcp_server_error` (the server answered a request with a JSON-RPC error: `rpc_code()`), and
+/// over HTTP `mcp_connection_failed` (the server could not be reached, or an answer was lost)
+/// and `mcp_session_expired` (the server forgot the session, and a new one failed too).
 /// Status 502 (504 for a timeout), not retryable.
 class McpError : public Error {
 public:
@@ -77,6 +79,11 @@ struct McpStdioOptions {
     /// Called (on the client's reader thread) when the server says its tool list changed.
     /// Must not block or call back into the client.
     std::function<void()> on_tools_changed;
+    /// Called (on the client's reader thread) with the method and params of every
+    /// notification the server sends (`notifications/message` log lines,
+    /// `notifications/resources/updated`, list changes, progress, ...), before ullm acts on
+    /// it. Must not block or call back into the client.
+    std::function<void(const std::string& method, const json& params)> on_notification;
 };
 
 /// How to talk to an MCP server over Streamable HTTP (one endpoint, POST per message, answers
@@ -97,8 +104,15 @@ struct McpHttpOptions {
     std::chrono::milliseconds request_timeout{60'000};
     /// The largest answer (a JSON body, or one event of a stream) accepted, in bytes.
     std::size_t max_message_bytes = std::size_t{16} << 20;
-    /// As `McpStdioOptions::on_tools_changed` (a server sends it on an answer's stream).
+    /// Open the GET stream on which the server sends notifications (`tools/list_changed`,
+    /// log lines) and requests of its own, once the session is initialized. It reconnects
+    /// (after the server's `retry:`, else 1 s, doubling while it fails, at most 30 s) with
+    /// `Last-Event-ID`; a server that answers 405 offers none, and a 4xx ends it.
+    bool server_stream = true;
+    /// As `McpStdioOptions::on_tools_changed` (sent on the GET stream or an answer's stream).
     std::function<void()> on_tools_changed;
+    /// As `McpStdioOptions::on_notification`.
+    std::function<void(const std::string& method, const json& params)> on_notification;
 };
 
 /// A progress notification of a running request.
@@ -159,11 +173,17 @@ public:
 
     /// Connects to a server over Streamable HTTP (through libcurl): sends `initialize`, keeps
     /// the `Mcp-Session-Id` it answers with and sends it, with `MCP-Protocol-Version`, on every
-    /// later request; reads each answer as JSON or as an event stream (a thread per open
-    /// stream), and closes the stream of a cancelled request. `close` ends the session with
-    /// DELETE. An HTTP error status, or a connection that cannot be made or breaks off,
-    /// answers the request it carried with `mcp_server_error` (`rpc_code()` 0, the status or
-    /// the transport's message in the text). Throws like `spawn`.
+    /// later request, and opens the GET stream of the server's own messages
+    /// (`McpHttpOptions::server_stream`). Reads each answer as JSON or as an event stream (a
+    /// thread per open stream); an answer's stream that ends or breaks off before the answer
+    /// is resumed with `Last-Event-ID` (up to 5 times), and the stream of a cancelled request
+    /// is closed. A request refused because the server no longer knows the session (404, or
+    /// 400 naming the session) starts a new session and is sent once more. `close` ends the
+    /// session with DELETE. Failures of one request: an HTTP error status is
+    /// `mcp_server_error` (`rpc_code()` from a JSON-RPC error body, else 0);
+    /// `mcp_connection_failed` when the server cannot be reached or the answer is lost;
+    /// `mcp_session_expired` when the new session is refused too; the client stays usable.
+    /// Throws like `spawn`, and `mcp_connection_failed`.
     [[nodiscard]] static McpClient connect(McpHttpOptions options);
 
     /// The negotiated protocol version.
