@@ -37,6 +37,26 @@ void check_max_tokens(const std::optional<std::int64_t>& max_tokens) {
     }
 }
 
+// A forced tool choice needs tools, and a named one that tool.
+void check_tool_choice(const std::optional<ToolChoice>& tool_choice,
+                       const std::vector<Tool>& tools) {
+    if (!tool_choice) return;
+    const auto& choice = *tool_choice;
+    const bool forced =
+        choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::tool;
+    if (forced && tools.empty()) {
+        throw InvalidOptionError(ErrorCode::invalid_tool_choice,
+                                 "tool_choice forces a tool call but no tools are given");
+    }
+    if (choice.mode == ToolChoice::Mode::tool &&
+        std::none_of(tools.begin(), tools.end(),
+                     [&](const Tool& tool) { return tool.name() == choice.name; })) {
+        throw InvalidOptionError(ErrorCode::unknown_tool_choice,
+                                 "tool_choice names \"" + choice.name +
+                                     "\", which is not one of the conversation's tools");
+    }
+}
+
 // Checks every option that can be checked without routing; fills in a session id.
 void check_options(ConversationOptions& options) {
     if (options.session_id.empty()) options.session_id = generate_session_id();
@@ -77,22 +97,7 @@ void check_options(ConversationOptions& options) {
                                  "provider_options must be a JSON object");
     }
     validate_tools(options.tools);
-    if (options.tool_choice) {
-        const auto& choice = *options.tool_choice;
-        const bool forced =
-            choice.mode == ToolChoice::Mode::required || choice.mode == ToolChoice::Mode::tool;
-        if (forced && options.tools.empty()) {
-            throw InvalidOptionError(ErrorCode::invalid_tool_choice,
-                                     "tool_choice forces a tool call but no tools are given");
-        }
-        if (choice.mode == ToolChoice::Mode::tool &&
-            std::none_of(options.tools.begin(), options.tools.end(),
-                         [&](const Tool& tool) { return tool.name() == choice.name; })) {
-            throw InvalidOptionError(ErrorCode::unknown_tool_choice,
-                                     "tool_choice names \"" + choice.name +
-                                         "\", which is not one of the conversation's tools");
-        }
-    }
+    check_tool_choice(options.tool_choice, options.tools);
 }
 
 }  // namespace
@@ -202,6 +207,18 @@ void Conversation::append(std::vector<Message> messages) {
         }
         state_->commit(std::move(history), totals);
     });
+}
+
+void Conversation::set_tools(std::vector<Tool> tools) {
+    check_tool_choice(state_->options.tool_choice, tools);
+    auto registry = std::make_shared<const ToolRegistry>(std::move(tools));
+    std::lock_guard lock(state_->mutex);
+    state_->registry = std::move(registry);
+}
+
+std::vector<Tool> Conversation::tools() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->registry->tools();
 }
 
 void Conversation::clear() {

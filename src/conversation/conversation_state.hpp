@@ -25,11 +25,12 @@ struct Conversation::State {
     ConversationOptions options;
     Route route;
     std::string model_spec;  ///< "provider/model": every round goes to the routed provider.
-    std::shared_ptr<const ToolRegistry> registry;
     std::shared_ptr<TurnQueue> queue = std::make_shared<TurnQueue>();
     std::shared_ptr<SessionStore> store;
 
     mutable std::mutex mutex;  ///< Guards the committed state below.
+    /// The tools (replaced by `set_tools`); a turn takes them as it starts.
+    std::shared_ptr<const ToolRegistry> registry;
     std::vector<Message> history;
     ConversationTotals totals;
     std::uint64_t version = 0;

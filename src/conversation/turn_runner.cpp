@@ -154,6 +154,7 @@ private:
             std::lock_guard lock(state_->mutex);
             base_history_ = state_->history;
             persisted_spend_ = state_->totals.cost_usd;
+            tools_ = state_->registry;  // the turn keeps these whatever set_tools does
         }
         turn_messages_.push_back(user_);
         phase_ = Phase::round_start;
@@ -190,7 +191,7 @@ private:
             }
         }
         request.messages = std::move(messages);
-        for (const auto& tool : options.tools) request.tools.push_back(tool.declaration());
+        for (const auto& tool : tools_->tools()) request.tools.push_back(tool.declaration());
         request.tool_choice = options.tool_choice;
         if (model_rounds_ > 0 && !options.keep_tool_choice && request.tool_choice &&
             (request.tool_choice->mode == ToolChoice::Mode::required ||
@@ -373,8 +374,8 @@ private:
             .provider = std::string(state_->route.provider->name()),
             .turn_tag = options_.turn_tag,
             .unknown_tool_text = conversation().unknown_tool_text};
-        detail::ToolRound round = detail::run_tool_round(state_->registry, state_->queue, calls,
-                                                         settings, stop_.get_token());
+        detail::ToolRound round =
+            detail::run_tool_round(tools_, state_->queue, calls, settings, stop_.get_token());
         if (round.cancelled) {
             // Every call is answered, so a kept interrupted turn leaves none dangling.
             unrun_calls_ += round.cancelled_calls;
@@ -570,6 +571,7 @@ private:
     Phase phase_ = Phase::waiting;
     bool holds_slot_ = false;
     std::vector<Message> base_history_;
+    std::shared_ptr<const ToolRegistry> tools_;
     std::vector<Message> turn_messages_;
     double persisted_spend_ = 0;
     Usage turn_usage_;

@@ -342,6 +342,71 @@ TEST_CASE("a forced tool choice applies to the first round of a turn only", "[co
     CHECK(requests[1].tool_choice == ullm::ToolChoice::automatic());
 }
 
+TEST_CASE("set_tools replaces the tools from the next turn; a running turn keeps its own",
+          "[conversation]") {
+    Scripted s;
+    std::atomic<int> clock_calls{0};
+    const auto clock = ullm::define_tool({.name = "read_clock",
+                                          .description = "Read the clock",
+                                          .parameters = ullm::schema::object({}, {}),
+                                          .execute = [&](const json&, ullm::ToolContext&) -> json {
+                                              ++clock_calls;
+                                              return "noon";
+                                          }});
+    ullm::Conversation* self = nullptr;
+    const auto swap = ullm::define_tool({.name = "swap_tools",
+                                         .description = "Swap the tools",
+                                         .parameters = ullm::schema::object({}, {}),
+                                         .execute = [&](const json&, ullm::ToolContext&) -> json {
+                                             self->set_tools({clock});
+                                             return "swapped";
+                                         }});
+    auto conversation = s.client.conversation({.tools = {swap}});
+    self = &conversation;
+    s.provider->push_tool_call("swap_tools", json::object());
+    s.provider->push_text("Swapped.");
+    s.provider->push_tool_call("read_clock", json::object());
+    s.provider->push_text("It is noon.");
+    CHECK(conversation.send("swap").text == "Swapped.");
+    CHECK(conversation.send("time?").text == "It is noon.");
+    CHECK(clock_calls == 1);
+
+    const auto requests = s.provider->requests();
+    REQUIRE(requests.size() == 4);
+    const auto offered = [&](std::size_t i) {
+        std::vector<std::string> names;
+        for (const auto& tool : requests[i].tools) names.push_back(tool.name);
+        return names;
+    };
+    CHECK(offered(0) == std::vector<std::string>{"swap_tools"});
+    CHECK(offered(1) == std::vector<std::string>{"swap_tools"});  // the same turn
+    CHECK(offered(2) == std::vector<std::string>{"read_clock"});
+    REQUIRE(conversation.tools().size() == 1);
+    CHECK(conversation.tools()[0].name() == "read_clock");
+
+    // A set the rules refuse leaves the tools as they were.
+    CHECK(error_code_of([&] { conversation.set_tools({clock, clock}); }) == "duplicate_tool_name");
+    CHECK(conversation.tools()[0].name() == "read_clock");
+}
+
+TEST_CASE("set_tools keeps what the tool choice needs", "[conversation]") {
+    Scripted s;
+    auto named = s.client.conversation(
+        {.tools = {weather_tool()}, .tool_choice = ullm::ToolChoice::tool("lookup_weather")});
+    const auto other = ullm::define_tool(
+        {.name = "other",
+         .description = "Another tool",
+         .parameters = ullm::schema::object({}, {}),
+         .execute = [](const json&, ullm::ToolContext&) -> json { return nullptr; }});
+    CHECK(error_code_of([&] { named.set_tools({other}); }) == "unknown_tool_choice");
+    auto forced = s.client.conversation(
+        {.tools = {weather_tool()}, .tool_choice = ullm::ToolChoice::required()});
+    CHECK(error_code_of([&] { forced.set_tools({}); }) == "invalid_tool_choice");
+    forced.set_tools({other});
+    CHECK(forced.tools()[0].name() == "other");
+    CHECK(named.tools()[0].name() == "lookup_weather");
+}
+
 TEST_CASE("a timed-out tool gets an error result and its stop token is signalled",
           "[conversation]") {
     Scripted s;

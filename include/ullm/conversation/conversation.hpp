@@ -312,6 +312,17 @@ public:
     /// The snapshot a session store holds (replay state included), as JSON.
     [[nodiscard]] json serialise() const;
 
+    /// Replaces the tools (e.g. with `mcp_tools(client)` again after the MCP server said its
+    /// list changed). Turns that start afterwards offer and run the new tools; a turn already
+    /// running keeps the tools it started with. Thread-safe; may be called from a tool
+    /// callback. Throws what `ConversationOptions::tools` would (`ToolDefinitionError`), and
+    /// `InvalidOptionError` (`invalid_tool_choice`, `unknown_tool_choice`) when the
+    /// conversation's `tool_choice` needs a tool the new set lacks; the tools stay as they were.
+    void set_tools(std::vector<Tool> tools);
+
+    /// The tools that the next turn will offer.
+    [[nodiscard]] std::vector<Tool> tools() const;
+
     /// Appends `messages` to the history as they are (e.g. the messages of `generate_object`,
     /// or a transcript from elsewhere) and persists that; tool calls and results keep their
     /// ids, so the next turn's request pairs them exactly. Throws `InvalidMessageError` (path
