@@ -19,6 +19,7 @@
 #include <fmt/core.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -469,6 +470,23 @@ private:
         }
     }
 
+    // An MCP server said its tool list changed: offer the new list from this turn on.
+    void refresh_mcp_tools() {
+        const auto& servers = settings_.mcp_servers;
+        if (!settings_.tools ||
+            std::none_of(servers.begin(), servers.end(),
+                         [](const auto& server) { return server.tools_changed(); })) {
+            return;
+        }
+        try {
+            conversation_.set_tools(session_tools(settings_));
+            fmt::print("  (the MCP tools changed: {} tools now)\n", conversation_.tools().size());
+        } catch (const ullm::Error& error) {
+            fmt::print(stderr, "  ! the MCP tools changed but could not be listed: {}\n",
+                       error.what());
+        }
+    }
+
     void interrupt() {
         std::lock_guard lock(mutex_);
         if (stream_ != nullptr) {
@@ -482,6 +500,7 @@ private:
     }
 
     void turn(const std::string& text) {
+        refresh_mcp_tools();
         auto stream = conversation_.send_stream(user_turn(text, conversation_));
         {
             std::lock_guard lock(mutex_);

@@ -153,7 +153,8 @@ void HttpTransport::write_line(const std::string& line,
 }
 
 void HttpTransport::read_answer(Exchange& exchange, const json& message) {
-    const auto id = request_id_of(message);
+    // The id of a request of ours; an answer to the server's own request carries the server's.
+    const auto id = message.contains("method") ? request_id_of(message) : std::nullopt;
     const auto fail = [&](const McpError& error) {
         if (id && handlers_.on_request_failed) handlers_.on_request_failed(*id, error);
     };

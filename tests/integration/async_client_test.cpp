@@ -68,44 +68,59 @@ std::string failure_code(std::future<ullm::ChatResponse>& future) {
     return error_code_of([&] { (void)shared.get(); });
 }
 
-// A test executor: one thread that runs what is posted, in order.
+// A test executor: one thread that runs what is posted, in order. Its last owner may be a
+// coroutine that ran on that thread (the frame holds the executor): the thread cannot join
+// itself, so it is then let go and ends once the work it runs returns.
 class QueueExecutor final : public ullm::Executor {
 public:
-    QueueExecutor() : thread_([this] { run(); }) {}
+    QueueExecutor() : core_(std::make_shared<Core>()), thread_([core = core_] { core->run(); }) {}
     ~QueueExecutor() override {
-        {
-            std::lock_guard lock(mutex_);
-            stopping_ = true;
+        core_->stop();
+        if (thread_.get_id() == std::this_thread::get_id()) {
+            thread_.detach();
+        } else {
+            thread_.join();
         }
-        changed_.notify_all();
-        thread_.join();
     }
-    void post(std::function<void()> work) noexcept override {
-        {
-            std::lock_guard lock(mutex_);
-            queue_.push_back(std::move(work));
-        }
-        changed_.notify_all();
-    }
+    void post(std::function<void()> work) noexcept override { core_->post(std::move(work)); }
     std::thread::id id() const { return thread_.get_id(); }
 
 private:
-    void run() {
-        std::unique_lock lock(mutex_);
-        for (;;) {
-            changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-            if (queue_.empty()) return;
-            auto work = std::move(queue_.front());
-            queue_.pop_front();
-            lock.unlock();
-            work();
-            lock.lock();
+    struct Core {
+        std::mutex mutex;
+        std::condition_variable changed;
+        std::deque<std::function<void()>> queue;
+        bool stopping = false;
+
+        void post(std::function<void()> work) {
+            {
+                std::lock_guard lock(mutex);
+                queue.push_back(std::move(work));
+            }
+            changed.notify_all();
         }
-    }
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::deque<std::function<void()>> queue_;
-    bool stopping_ = false;
+        void stop() {
+            {
+                std::lock_guard lock(mutex);
+                stopping = true;
+            }
+            changed.notify_all();
+        }
+        void run() {
+            std::unique_lock lock(mutex);
+            for (;;) {
+                changed.wait(lock, [&] { return stopping || !queue.empty(); });
+                if (queue.empty()) return;
+                auto work = std::move(queue.front());
+                queue.pop_front();
+                lock.unlock();
+                work();
+                work = nullptr;  // unlocked: the executor's last owner may be among its captures
+                lock.lock();
+            }
+        }
+    };
+    std::shared_ptr<Core> core_;
     std::thread thread_;
 };
 

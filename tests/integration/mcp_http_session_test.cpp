@@ -80,20 +80,31 @@ public:
         return out;
     }
 
-    std::mutex mutex;
-    Handler on_request;                                              // guarded by mutex
-    std::function<ScriptedResponse(const RecordedRequest&)> on_get;  // guarded by mutex
+    using GetHandler = std::function<ScriptedResponse(const RecordedRequest&)>;
+    void on_request(Handler handler) {
+        std::lock_guard lock(mutex_);
+        on_request_ = std::move(handler);
+    }
+    void on_get(GetHandler handler) {
+        std::lock_guard lock(mutex_);
+        on_get_ = std::move(handler);
+    }
+
     std::atomic<int> sessions{0};
     ullm::test::TestServer server;
 
 private:
+    std::mutex mutex_;
+    Handler on_request_;  // guarded by mutex_
+    GetHandler on_get_;   // guarded by mutex_
+
     ScriptedResponse answer(const RecordedRequest& request) {
         if (request.method == "DELETE") return {.status = 200};
         if (request.method == "GET") {
-            std::function<ScriptedResponse(const RecordedRequest&)> get;
+            GetHandler get;
             {
-                std::lock_guard lock(mutex);
-                get = on_get;
+                std::lock_guard lock(mutex_);
+                get = on_get_;
             }
             return get ? get(request) : ScriptedResponse{.status = 405};
         }
@@ -111,8 +122,8 @@ private:
         if (!message.contains("id") || !message.contains("method")) return {.status = 202};
         Handler handler;
         {
-            std::lock_guard lock(mutex);
-            handler = on_request;
+            std::lock_guard lock(mutex_);
+            handler = on_request_;
         }
         if (handler) return handler(request, message);
         return ScriptedResponse::json(200, result_for(message, text_result("ok")).dump());
@@ -125,7 +136,7 @@ TEST_CASE("an answer's event stream that breaks off is resumed with Last-Event-I
     ScriptedMcpServer mcp;
     std::atomic<json*> call{nullptr};
     json first_call;
-    mcp.on_request = [&](const RecordedRequest&, const json& message) {
+    mcp.on_request([&](const RecordedRequest&, const json& message) {
         first_call = message;
         call = &first_call;
         const json progress = {{"jsonrpc", "2.0"},
@@ -135,9 +146,9 @@ TEST_CASE("an answer's event stream that breaks off is resumed with Last-Event-I
         // drops before the answer.
         return ScriptedMcpServer::sse(
             {"retry: 20\nid: e1\ndata:\n\n", ScriptedMcpServer::event(progress, "e2")}, true);
-    };
+    });
     int gets = 0;
-    mcp.on_get = [&](const RecordedRequest& request) {
+    mcp.on_get([&](const RecordedRequest& request) {
         // The session's own GET stream has no Last-Event-ID: nothing for it here.
         if (!request.has_header("last-event-id")) return ScriptedResponse{.status = 405};
         // The first resume drops again before the answer; the second gets it.
@@ -147,7 +158,7 @@ TEST_CASE("an answer's event stream that breaks off is resumed with Last-Event-I
         return ScriptedMcpServer::sse({ScriptedMcpServer::event(
             ScriptedMcpServer::result_for(*call.load(), ScriptedMcpServer::text_result("done")),
             "e4")});
-    };
+    });
     auto client = ullm::McpClient::connect({.url = mcp.url()});
     std::atomic<int> progress{0};
     ullm::McpCallOptions options;
@@ -175,9 +186,9 @@ TEST_CASE("an answer that is lost fails the request with mcp_connection_failed",
     auto client = ullm::McpClient::connect({.url = mcp.url()});
 
     SECTION("the stream ends before the answer, with no event id to resume by") {
-        mcp.on_request = [](const RecordedRequest&, const json&) {
+        mcp.on_request([](const RecordedRequest&, const json&) {
             return ScriptedMcpServer::sse({": nothing\n\n"});
-        };
+        });
         try {
             (void)client.call_tool("slow");
             FAIL("no error");
@@ -187,12 +198,12 @@ TEST_CASE("an answer that is lost fails the request with mcp_connection_failed",
         }
     }
     SECTION("resuming gets 404: the answer is lost, and the request is not sent again") {
-        mcp.on_request = [](const RecordedRequest&, const json&) {
+        mcp.on_request([](const RecordedRequest&, const json&) {
             return ScriptedMcpServer::sse({"retry: 10\nid: e1\ndata:\n\n"}, true);
-        };
-        mcp.on_get = [](const RecordedRequest& request) {
+        });
+        mcp.on_get([](const RecordedRequest& request) {
             return ScriptedResponse{.status = request.has_header("last-event-id") ? 404 : 405};
-        };
+        });
         try {
             (void)client.call_tool("slow");
             FAIL("no error");
@@ -203,20 +214,20 @@ TEST_CASE("an answer that is lost fails the request with mcp_connection_failed",
         CHECK(mcp.sessions == 1);
     }
     SECTION("the server stops answering resumes: five attempts, then mcp_connection_failed") {
-        mcp.on_request = [](const RecordedRequest&, const json&) {
+        mcp.on_request([](const RecordedRequest&, const json&) {
             return ScriptedMcpServer::sse({"retry: 5\nid: e1\ndata:\n\n"}, true);
-        };
-        mcp.on_get = [](const RecordedRequest& request) {
+        });
+        mcp.on_get([](const RecordedRequest& request) {
             if (!request.has_header("last-event-id")) return ScriptedResponse{.status = 405};
             return ScriptedMcpServer::sse({}, true);
-        };
+        });
         CHECK(error_code_of([&] { (void)client.call_tool("slow"); }) == "mcp_connection_failed");
         int resumes = 0;
         for (const auto& get : mcp.gets()) resumes += get.has_header("last-event-id") ? 1 : 0;
         CHECK(resumes == 5);
     }
     // The client goes on.
-    mcp.on_request = nullptr;
+    mcp.on_request(nullptr);
     CHECK(client.call_tool("echo").text() == "ok");
     client.close();
 }
@@ -227,13 +238,13 @@ TEST_CASE("a session the server forgot is started anew and the request sent agai
     CHECK(client.call_tool("echo").text() == "ok");
 
     SECTION("404: the specification's answer") {
-        mcp.on_request = [&](const RecordedRequest& request, const json& message) {
+        mcp.on_request([&](const RecordedRequest& request, const json& message) {
             if (request.header("mcp-session-id") == "s1") return ScriptedResponse{.status = 404};
             return ScriptedResponse::json(
                 200, ScriptedMcpServer::result_for(
                          message, ScriptedMcpServer::text_result(request.header("mcp-session-id")))
                          .dump());
-        };
+        });
         CHECK(client.call_tool("echo").text() == "s2");
         CHECK(client.call_tool("echo").text() == "s2");
         CHECK(mcp.posts() == std::vector<std::string>{
@@ -242,7 +253,7 @@ TEST_CASE("a session the server forgot is started anew and the request sent agai
                                  "tools/call s2", "tools/call s2"});
     }
     SECTION("400 naming the session, as servers built on the SDK's example answer") {
-        mcp.on_request = [&](const RecordedRequest& request, const json& message) {
+        mcp.on_request([&](const RecordedRequest& request, const json& message) {
             if (request.header("mcp-session-id") == "s1") {
                 return ScriptedResponse::json(
                     400,
@@ -251,15 +262,15 @@ TEST_CASE("a session the server forgot is started anew and the request sent agai
             return ScriptedResponse::json(
                 200, ScriptedMcpServer::result_for(message, ScriptedMcpServer::text_result("again"))
                          .dump());
-        };
+        });
         CHECK(client.call_tool("echo").text() == "again");
         CHECK(mcp.sessions == 2);
     }
     SECTION("a 400 that is not about the session is the server's error, not sent again") {
-        mcp.on_request = [](const RecordedRequest&, const json&) {
+        mcp.on_request([](const RecordedRequest&, const json&) {
             return ScriptedResponse::json(
                 400, R"({"jsonrpc":"2.0","error":{"code":-32602,"message":"bad params"},"id":2})");
-        };
+        });
         try {
             (void)client.call_tool("echo");
             FAIL("no error");
@@ -271,16 +282,15 @@ TEST_CASE("a session the server forgot is started anew and the request sent agai
         CHECK(mcp.sessions == 1);
     }
     SECTION("the new session is forgotten too: mcp_session_expired, and the client goes on") {
-        mcp.on_request = [](const RecordedRequest&, const json&) {
-            return ScriptedResponse{.status = 404};
-        };
+        mcp.on_request(
+            [](const RecordedRequest&, const json&) { return ScriptedResponse{.status = 404}; });
         CHECK(error_code_of([&] { (void)client.call_tool("echo"); }) == "mcp_session_expired");
         CHECK(mcp.sessions == 2);
-        mcp.on_request = nullptr;
+        mcp.on_request(nullptr);
         CHECK(client.call_tool("echo").text() == "ok");
     }
     SECTION("many calls meet the expired session at once: one new session") {
-        mcp.on_request = [&](const RecordedRequest& request, const json& message) {
+        mcp.on_request([&](const RecordedRequest& request, const json& message) {
             if (request.header("mcp-session-id") == "s1") {
                 std::this_thread::sleep_for(20ms);  // so that the calls overlap
                 return ScriptedResponse{.status = 404};
@@ -288,7 +298,7 @@ TEST_CASE("a session the server forgot is started anew and the request sent agai
             return ScriptedResponse::json(
                 200, ScriptedMcpServer::result_for(message, ScriptedMcpServer::text_result("fine"))
                          .dump());
-        };
+        });
         std::vector<std::thread> callers;
         std::atomic<int> fine{0};
         for (int i = 0; i < 4; ++i) {
@@ -311,15 +321,14 @@ TEST_CASE("the GET stream carries the server's notifications and requests", "[mc
                       {"params", {{"level", "info"}, {"data", "hello"}}}};
     const json ping = {{"jsonrpc", "2.0"}, {"id", "srv-1"}, {"method", "ping"}};
     std::atomic<int> get_count{0};
-    mcp.on_get = [&](const RecordedRequest& request) {
+    mcp.on_get([&](const RecordedRequest&) {
         if (++get_count == 1) {
             // Then the stream ends: the client comes back with the last id.
             return ScriptedMcpServer::sse({"retry: 10\n" + ScriptedMcpServer::event(log, "g1"),
                                            ScriptedMcpServer::event(ping, "g2")});
         }
-        CHECK(request.header("last-event-id") == "g2");
         return ScriptedMcpServer::sse({ScriptedMcpServer::event(changed, "g3")}, false, true);
-    };
+    });
     std::mutex mutex;
     std::vector<std::string> notes;
     std::atomic<bool> tools_changed{false};
@@ -341,6 +350,10 @@ TEST_CASE("the GET stream carries the server's notifications and requests", "[mc
         CHECK(notes == std::vector<std::string>{"notifications/message \"hello\"",
                                                 "notifications/tools/list_changed"});
     }
+    const auto gets = mcp.gets();
+    REQUIRE(gets.size() >= 2);
+    CHECK_FALSE(gets[0].has_header("last-event-id"));
+    CHECK(gets[1].header("last-event-id") == "g2");
     // The server's ping was answered with a POST of its own.
     bool pong = false;
     for (const auto& request : mcp.server.requests()) {
@@ -354,9 +367,8 @@ TEST_CASE("the GET stream carries the server's notifications and requests", "[mc
 
 TEST_CASE("server_stream = false opens no GET stream", "[mcp]") {
     ScriptedMcpServer mcp;
-    mcp.on_get = [](const RecordedRequest&) {
-        return ScriptedMcpServer::sse({": open\n\n"}, false, true);
-    };
+    mcp.on_get(
+        [](const RecordedRequest&) { return ScriptedMcpServer::sse({": open\n\n"}, false, true); });
     auto client = ullm::McpClient::connect({.url = mcp.url(), .server_stream = false});
     CHECK(client.call_tool("echo").text() == "ok");
     client.close();

@@ -10,6 +10,7 @@
 #include <ullm/providers/scripted_provider.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -192,6 +193,33 @@ TEST_CASE("mcp_tools prefixes clashing names with the server's alias", "[mcp]") 
     CHECK(twice.rejected[0].code == ullm::ErrorCode::duplicate_tool_name);
     a.close();
     b.close();
+}
+
+TEST_CASE("a server's changed tool list reaches the conversation's next turn", "[mcp]") {
+    ullm::test::NoLeaks no_leaks;
+    std::atomic<int> announced{0};
+    auto options = ullm::test::misbehaving_server("changing");
+    options.on_tools_changed = [&] { ++announced; };
+    auto client = ullm::McpClient::spawn(options);
+    ullm::test::ScriptedClient s;
+    auto conversation = s.client.conversation({.tools = ullm::mcp_tools(client)});
+    CHECK(announced == 1);
+    REQUIRE(client.tools_changed());
+    CHECK(names_of(conversation.tools()) == std::vector<std::string>{"slow", "fast"});
+
+    conversation.set_tools(ullm::mcp_tools(client));
+    CHECK_FALSE(client.tools_changed());
+    s.provider->push_tool_call("added", json::object());
+    s.provider->push_text("Used it.");
+    CHECK(conversation.send("use the new tool").text == "Used it.");
+    const auto results = conversation.history()[2].tool_results();
+    REQUIRE(results.size() == 1);
+    CHECK(results[0].result == "answer of added");
+    const auto requests = s.provider->requests();
+    std::vector<std::string> offered;
+    for (const auto& tool : requests[0].tools) offered.push_back(tool.name);
+    CHECK(offered == std::vector<std::string>{"slow", "fast", "added"});
+    client.close();
 }
 
 TEST_CASE("mcp_tools refuses tools whose schemas break the define_tool rules, one by one",

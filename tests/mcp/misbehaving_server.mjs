@@ -14,12 +14,15 @@
 //   stubborn        ignores end of input and SIGTERM, and has a child process (a grandchild)
 //   many-tools      tools/list: 10,000 tools in 100 pages of 100
 //   loop-cursor     tools/list: every page names the same nextCursor
+//   changing        tools/list: sends notifications/tools/list_changed before its first answer,
+//                   and from then on lists a third tool, "added"
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
 const mode = process.argv[2] ?? "";
 const send = (message) => process.stdout.write(JSON.stringify(message) + "\n");
 const answers = [];
+let listed = 0;
 
 if (mode === "stubborn") {
   process.on("SIGTERM", () => {});
@@ -66,6 +69,13 @@ function onRequest(message) {
     const result = { tools: pages[page] };
     if (page + 1 < pages.length) result.nextCursor = String(page + 1);
     if (mode === "loop-cursor") result.nextCursor = "1";
+    if (mode === "changing" && listed > 0) {
+      result.tools = [...result.tools, { name: "added", description: "Added later", inputSchema: { type: "object" } }];
+    }
+    // The change is announced before the first answer, so it is known once that answer is.
+    if (mode === "changing" && listed++ === 0) {
+      send({ jsonrpc: "2.0", method: "notifications/tools/list_changed" });
+    }
     send({ jsonrpc: "2.0", id, result });
     return;
   }

@@ -77,7 +77,13 @@ public:
         return true;
     }
 
-    T await_resume() { return std::move(*state_->result).value(); }
+    T await_resume() {
+        // Taken out of the state, so that an error's exception is let go of on this thread (the
+        // last owner of the state may be the thread that ran `await_suspend`).
+        Result<T> result = std::move(*state_->result);
+        state_->result.reset();
+        return std::move(result).value();
+    }
 
 private:
     enum class Stage { running, suspended, done };
