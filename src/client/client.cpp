@@ -119,12 +119,16 @@ Client::Client(ClientOptions options)
     }
     state_->tools = std::make_unique<detail::ThreadPool>("ullm-tool", options.max_tool_threads);
     for (const auto& [provider, limits] : options.limits) {
-        if (provider.empty() || limits.tokens_per_minute < 0) {
+        if (provider.empty()) {
+            throw InvalidOptionError(ErrorCode::invalid_limits,
+                                     "ClientOptions::limits names an empty provider");
+        }
+        if (limits.tokens_per_minute < 0 || limits.max_queue_wait.count() < 0) {
             throw InvalidOptionError(
                 ErrorCode::invalid_limits,
-                provider.empty()
-                    ? "ClientOptions::limits names an empty provider"
-                    : "the tokens_per_minute limit of provider " + provider + " is negative");
+                std::string(limits.tokens_per_minute < 0 ? "the tokens_per_minute"
+                                                         : "the max_queue_wait") +
+                    " limit of provider " + provider + " is negative");
         }
         // The timers of a provider's queue run on the client's callback thread, while the
         // client lives.

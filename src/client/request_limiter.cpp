@@ -152,6 +152,21 @@ std::shared_ptr<RequestLimiter::Waiter> RequestLimiter::request(std::uint64_t la
             queue.push_back(waiter);
             ++queued_;
             if (opens != Clock::time_point::max()) arm(opens);
+            if (limits_.max_queue_wait.count() > 0) {
+                schedule_(limits_.max_queue_wait, [weak = weak_from_this(),
+                                                   weak_waiter = std::weak_ptr<Waiter>(waiter)] {
+                    const auto self = weak.lock();
+                    const auto expired = weak_waiter.lock();
+                    if (!self || !expired) return;
+                    self->remove(expired,
+                                 std::make_exception_ptr(QueueTimeoutError(
+                                     "the request waited " +
+                                         std::to_string(self->limits_.max_queue_wait.count()) +
+                                         " ms for the limits of provider " + self->provider_ +
+                                         " (ProviderLimits::max_queue_wait)",
+                                     {self->provider_, "", ""})));
+                });
+            }
             return waiter;
         }
     }
@@ -168,6 +183,13 @@ std::shared_ptr<RequestLimiter::Waiter> RequestLimiter::request(std::uint64_t la
 }
 
 void RequestLimiter::withdraw(const std::shared_ptr<Waiter>& waiter) {
+    remove(waiter, std::make_exception_ptr(CancelledError(
+                       "the request was cancelled while it waited for the limits of provider " +
+                       provider_)));
+}
+
+void RequestLimiter::remove(const std::shared_ptr<Waiter>& waiter,
+                            const std::exception_ptr& error) {
     bool found = false;
     std::vector<Grant> grants;
     {
@@ -184,17 +206,14 @@ void RequestLimiter::withdraw(const std::shared_ptr<Waiter>& waiter) {
                     lanes_.erase(queue);
                     turns_.erase(std::find(turns_.begin(), turns_.end(), waiter->lane));
                 }
-                // The one withdrawn may have held back the others.
+                // The one removed may have held back the others.
                 grants = pump();
             }
         }
     }
     if (found) {
         try {
-            waiter->granted({}, std::make_exception_ptr(
-                                    CancelledError("the request was cancelled while it waited "
-                                                   "for the limits of provider " +
-                                                   provider_)));
+            waiter->granted({}, error);
         } catch (...) {
             // As in `deliver`.
         }

@@ -28,6 +28,7 @@ using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::chat_completion_reply;
 using ullm::test::error_code_of;
+using ullm::test::failure_code;
 using ullm::test::ScriptedResponse;
 using ullm::test::TestServer;
 
@@ -57,15 +58,6 @@ ullm::test::RequestHandler echo(std::chrono::milliseconds delay = {}) {
         reply.delay_before_headers = delay;
         return reply;
     };
-}
-
-// The code of the error a failed future holds. Read through a shared_future, which keeps the
-// call's state (and so the exception) until the catch has ended: `std::future::get()` lets go
-// of the state while it unwinds, and TSan, which cannot see libstdc++'s count of references to
-// an exception, then takes the callback thread's release of it for a race with the catch.
-std::string failure_code(std::future<ullm::ChatResponse>& future) {
-    const auto shared = future.share();
-    return error_code_of([&] { (void)shared.get(); });
 }
 
 // A test executor: one thread that runs what is posted, in order. Its last owner may be a

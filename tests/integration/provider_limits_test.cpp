@@ -20,6 +20,7 @@
 
 #include "support/catch.hpp"
 #include "support/chat_completion_bodies.hpp"
+#include "support/concurrency_counter.hpp"
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
@@ -27,6 +28,7 @@ using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::chat_completion_reply;
 using ullm::test::error_code_of;
+using ullm::test::failure_code;
 using ullm::test::ScriptedResponse;
 using ullm::test::TestServer;
 
@@ -56,8 +58,7 @@ std::string last_message(const ullm::test::RecordedRequest& request) {
 // Answers each request with its last message after `delay`, and counts how many it was
 // answering at once.
 struct ConcurrencyProbe {
-    std::atomic<int> now{0};
-    std::atomic<int> most{0};
+    ullm::test::ConcurrencyCounter answering;
     std::mutex mutex;
     std::vector<std::string> arrivals;
     /// The request "first" is answered only once this is set (`open`).
@@ -65,10 +66,7 @@ struct ConcurrencyProbe {
 
     ullm::test::RequestHandler handler(std::chrono::milliseconds delay) {
         return [this, delay](const ullm::test::RecordedRequest& request) {
-            const int running = ++now;
-            int seen = most.load();
-            while (running > seen && !most.compare_exchange_weak(seen, running)) {
-            }
+            const auto counted = answering.enter();
             {
                 std::lock_guard lock(mutex);
                 arrivals.push_back(last_message(request));
@@ -79,7 +77,6 @@ struct ConcurrencyProbe {
                 std::this_thread::sleep_for(1ms);
             }
             std::this_thread::sleep_for(delay);
-            --now;
             return chat_completion_reply("re: " + last_message(request));
         };
     }
@@ -132,8 +129,8 @@ TEST_CASE("max_in_flight holds async calls, blocking calls and batches of one pr
         for (auto& caller : callers) caller.join();
         CHECK(answered == 6);
     }
-    CHECK(probe.most.load() <= 2);
-    CHECK(probe.most.load() >= 1);
+    CHECK(probe.answering.most() <= 2);
+    CHECK(probe.answering.most() >= 1);
 }
 
 TEST_CASE("waiting requests are served lane by lane", "[limits][integration]") {
@@ -328,10 +325,32 @@ TEST_CASE("a 429 with a delay holds every request of the provider for that long"
     CHECK(arrivals[2].second - arrivals[0].second >= 350ms);
 }
 
+TEST_CASE("a request that waits past max_queue_wait fails unsent with queue_timeout",
+          "[limits][integration]") {
+    TestServer server;
+    ConcurrencyProbe probe;
+    probe.first_may_go = false;  // held until the others have given up
+    server.set_handler(probe.handler(0ms));
+    const ullm::Client client(
+        limited_options(server, {.max_in_flight = 1, .max_queue_wait = 50ms}));
+    auto first = client.complete_async(question("first"));
+    REQUIRE(server.wait_for_requests(1, 5s));
+    auto queued = client.complete_async(question("queued"));
+    CHECK(failure_code(queued) == "queue_timeout");
+    CHECK(error_code_of([&] { (void)client.complete(question("blocking")); }) == "queue_timeout");
+    probe.first_may_go = true;
+    CHECK(first.get().text == "re: first");
+    CHECK(client.complete(question("after")).text == "re: after");
+    const std::lock_guard lock(probe.mutex);
+    CHECK(probe.arrivals == std::vector<std::string>{"first", "after"});
+}
+
 TEST_CASE("invalid limits fail the client's construction", "[limits][integration]") {
     TestServer server;
     ullm::ClientOptions options = limited_options(server, {.tokens_per_minute = -1});
     CHECK(error_code_of([&] { const ullm::Client client(options); }) == "invalid_limits");
     options.limits = {{"", ullm::ProviderLimits{}}};
+    CHECK(error_code_of([&] { const ullm::Client client(options); }) == "invalid_limits");
+    options.limits = {{"openai", {.max_queue_wait = std::chrono::milliseconds(-1)}}};
     CHECK(error_code_of([&] { const ullm::Client client(options); }) == "invalid_limits");
 }

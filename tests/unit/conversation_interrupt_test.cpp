@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/catch.hpp"
+#include "support/concurrency_counter.hpp"
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
@@ -472,19 +473,14 @@ TEST_CASE("tool callbacks run on the client's bounded pool of threads, reused",
         {.default_model = "scripted/model-a", .providers = {provider}, .max_tool_threads = 2});
     std::mutex mutex;
     std::set<std::thread::id> threads;
-    std::atomic<int> running{0};
-    std::atomic<int> most{0};
+    ullm::test::ConcurrencyCounter running;
     auto work = tool_running("work", [&](const json&, ullm::ToolContext&) -> json {
-        const int now = ++running;
-        int seen = most.load();
-        while (now > seen && !most.compare_exchange_weak(seen, now)) {
-        }
+        const auto counted = running.enter();
         {
             const std::lock_guard lock(mutex);
             threads.insert(std::this_thread::get_id());
         }
         std::this_thread::sleep_for(20ms);
-        --running;
         return "done";
     });
     auto conversation = client.conversation({.tools = {work}, .max_parallel_tool_calls = 8});
@@ -498,7 +494,7 @@ TEST_CASE("tool callbacks run on the client's bounded pool of threads, reused",
         provider->push_text("ok");
         CHECK(conversation.send("go").text == "ok");
     }
-    CHECK(most.load() <= 2);  // eight may run at once by the conversation, two by the pool
+    CHECK(running.most() <= 2);  // eight may run at once by the conversation, two by the pool
     CHECK(threads.size() <= 2);
     for (const auto& message : conversation.history()) {
         for (const auto& result : message.tool_results()) CHECK_FALSE(result.is_error);
@@ -542,20 +538,15 @@ TEST_CASE("a tool call whose deadline passes while it waits for the pool never r
 TEST_CASE("max_parallel_tool_calls bounds how many calls of a round run at once",
           "[conversation]") {
     Scripted s;
-    std::atomic<int> running{0};
-    std::atomic<int> most{0};
+    ullm::test::ConcurrencyCounter running;
     auto work = tool_running("work", [&](const json&, ullm::ToolContext&) -> json {
-        const int now = ++running;
-        int seen = most.load();
-        while (now > seen && !most.compare_exchange_weak(seen, now)) {
-        }
+        const auto counted = running.enter();
         // Wait (briefly) for a partner, so that the bound is reached however slow the machine.
         const auto give_up = std::chrono::steady_clock::now() + 500ms;
-        while (running.load() < 2 && std::chrono::steady_clock::now() < give_up) {
+        while (running.now() < 2 && std::chrono::steady_clock::now() < give_up) {
             std::this_thread::sleep_for(1ms);
         }
         std::this_thread::sleep_for(5ms);
-        --running;
         return "done";
     });
     std::vector<ullm::ToolCallPart> six;
@@ -564,7 +555,7 @@ TEST_CASE("max_parallel_tool_calls bounds how many calls of a round run at once"
     s.provider->push_text("ok");
     auto conversation = s.client.conversation({.tools = {work}, .max_parallel_tool_calls = 2});
     (void)conversation.send("go");
-    CHECK(most.load() == 2);
+    CHECK(running.most() == 2);
     const auto results = conversation.history()[2].tool_results();
     REQUIRE(results.size() == 6);
     for (int i = 0; i < 6; ++i)

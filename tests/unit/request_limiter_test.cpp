@@ -226,6 +226,25 @@ TEST_CASE("a full queue refuses at once with queue_full", "[request_limiter][lim
     }
 }
 
+TEST_CASE("a request that waits past max_queue_wait fails with queue_timeout",
+          "[request_limiter][limits]") {
+    HandTurnedTime time;
+    const auto limiter = time.limiter({.max_in_flight = 1, .max_queue_wait = 100ms});
+    Grants grants;
+    (void)limiter->request(0, 1, grants.for_request("running"));
+    CHECK(limiter->request(0, 1, grants.for_request("early")) != nullptr);
+    time.advance(60ms);
+    CHECK(limiter->request(0, 1, grants.for_request("late")) != nullptr);
+    time.advance(40ms);  // "early" has waited 100 ms
+    CHECK(grants.refusals == std::map<std::string, std::string>{{"early", "queue_timeout"}});
+    CHECK(limiter->queued() == 1);
+    grants.release("running");  // "late" starts in time; its timer then finds nothing
+    time.advance(100ms);
+    CHECK(grants.order == std::vector<std::string>{"running", "early", "late"});
+    CHECK(grants.refusals.size() == 1);
+    CHECK(limiter->in_flight() == 1);
+}
+
 TEST_CASE("a withdrawn request is told cancelled and lets the next go",
           "[request_limiter][limits]") {
     HandTurnedTime time;

@@ -2,6 +2,7 @@
 
 /// Limits on the requests one client sends one provider (`ClientOptions::limits`).
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -27,6 +28,10 @@ struct ProviderLimits {
     /// Requests that may wait at once; one more fails at once with `QueueFullError`
     /// (`queue_full`). 0: a request that cannot start at once fails.
     std::size_t max_queued = 1024;
+    /// The longest a request waits in the queue; then it fails with `QueueTimeoutError`
+    /// (`queue_timeout`) and nothing is sent. 0: no bound (a blocking call's own stop token,
+    /// an async call's cancellation still end the wait). Not negative (else `invalid_limits`).
+    std::chrono::milliseconds max_queue_wait{0};
 };
 
 }  // namespace ullm

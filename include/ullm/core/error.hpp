@@ -262,6 +262,14 @@ public:
         : Error(ErrorCode::queue_full, message, 503, false, std::move(origin)) {}
 };
 
+/// A request waited in its provider's queue longer than `ProviderLimits::max_queue_wait`
+/// allows. Nothing was sent. Code `queue_timeout`, status 503, not retried by the client.
+class QueueTimeoutError : public Error {
+public:
+    QueueTimeoutError(const std::string& message, ErrorOrigin origin = {})
+        : Error(ErrorCode::queue_timeout, message, 503, false, std::move(origin)) {}
+};
+
 /// A conversation turn asked for more tool rounds than `max_tool_rounds` allows. Code
 /// `max_tool_rounds_exceeded`, status 422, not retryable. `max_rounds()` is the limit.
 class MaxToolRoundsError : public Error {

@@ -38,6 +38,7 @@
     X(authentication_failed)                          \
     X(rate_limited)                                   \
     X(queue_full)                                     \
+    X(queue_timeout)                                  \
     X(context_length_exceeded)                        \
     X(provider_error)                                 \
     X(provider_overloaded)                            \

@@ -76,7 +76,8 @@ public:
     };
 
     /// Told once whether a request may start: a permit, or the error that ends it
-    /// (`QueueFullError`, or `CancelledError` once withdrawn).
+    /// (`QueueFullError`, `QueueTimeoutError` after `max_queue_wait`, or `CancelledError`
+    /// once withdrawn).
     using Granted = std::function<void(Permit, std::exception_ptr)>;
 
     /// A request waiting in the queue.
@@ -126,6 +127,8 @@ private:
     void on_release(const std::shared_ptr<Charge>& charge, bool settle_only,
                     std::int64_t tokens) noexcept;
     static void deliver(std::vector<Grant> grants) noexcept;
+    // Takes `waiter` out of the queue and tells it `error`; nothing when it is not queued.
+    void remove(const std::shared_ptr<Waiter>& waiter, const std::exception_ptr& error);
 
     std::string provider_;
     ProviderLimits limits_;
