@@ -459,6 +459,36 @@ TEST_CASE("UsageRecorder writes each report once with a unique id and never thro
     CHECK(failing->last_error().find("usage_ledger_failed") != std::string::npos);
 }
 
+TEST_CASE("UsageRecorder records the report's start, else its finish, as started_at",
+          "[usage_ledger]") {
+    const auto ledger = ullm::SqliteUsageLedger::open(":memory:");
+    const auto on_usage = ullm::UsageRecorder::make(ledger)->callback();
+    const auto before = std::chrono::floor<std::chrono::milliseconds>(Clock::now());
+    ullm::UsageReport report;
+    report.provider = "openai";
+    report.model = "with-start";
+    report.started_at = before - 90s;
+    on_usage(report);
+    report.model = "without-start";
+    report.started_at = {};
+    on_usage(report);
+    // A start after the report (the wall clock was set back meanwhile) is not kept: the ledger
+    // refuses a record that finishes before it starts.
+    report.model = "start-in-the-future";
+    report.started_at = Clock::now() + 1h;
+    on_usage(report);
+    std::vector<ullm::UsageRecord> records;
+    ledger->for_each({}, [&](const ullm::UsageRecord& record) { records.push_back(record); });
+    REQUIRE(records.size() == 3);
+    CHECK(records[0].model == "with-start");
+    CHECK(records[0].started_at == before - 90s);
+    CHECK(records[0].finished_at >= before);
+    for (const std::size_t i : {1U, 2U}) {
+        CHECK(records[i].started_at == records[i].finished_at);
+        CHECK(records[i].started_at >= before);
+    }
+}
+
 TEST_CASE("usage group names parse back", "[usage_ledger]") {
     for (const auto group :
          {ullm::UsageGroup::tenant, ullm::UsageGroup::session, ullm::UsageGroup::provider,
