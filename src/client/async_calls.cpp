@@ -14,6 +14,7 @@
 #include "client_state.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -51,6 +52,7 @@ public:
 
     // Routes, checks and starts the call; every error, from routing on, completes it.
     void begin(const Client& owner, ChatRequest request, AsyncOptions options) {
+        started_ = std::chrono::system_clock::now();
         {
             std::lock_guard lock(mutex_);
             self_ = shared_from_this();
@@ -71,7 +73,7 @@ public:
                 if (auto skipped =
                         detail::within_budget(*client_, request_, route_, *options.budget)) {
                     detail::report_usage(*client_, route_.provider->name(), route_.model,
-                                         skipped->usage, false, true);
+                                         skipped->usage, false, true, started_);
                     post_to_client(
                         [self = shared_from_this(), skipped = std::move(*skipped)]() mutable {
                             self->finish(Result<ChatResponse>(std::move(skipped)));
@@ -228,8 +230,9 @@ private:
         }
         if (!error) {
             try {
-                ChatResponse response = detail::checked(
-                    *client_, route_, request_, route_.provider->decode(answer, request_), true);
+                ChatResponse response =
+                    detail::checked(*client_, route_, request_,
+                                    route_.provider->decode(answer, request_), true, started_);
                 release_permit(&response);
                 finish(Result<ChatResponse>(std::move(response)));
                 return;
@@ -270,7 +273,8 @@ private:
             try {
                 response = detail::checked(
                     *self->client_, self->route_, self->request_,
-                    self->route_.provider->respond(self->request_, self->stop_.get_token()), true);
+                    self->route_.provider->respond(self->request_, self->stop_.get_token()), true,
+                    self->started_);
             } catch (...) {
                 error = std::current_exception();
             }
@@ -323,6 +327,9 @@ private:
     std::shared_ptr<Executor> executor_;
     Route route_;
     ChatRequest request_;
+    /// When `begin` ran: the start its usage report gives (set before any other thread sees
+    /// the call, read-only afterwards).
+    std::chrono::system_clock::time_point started_;
     HttpRequest http_;
     std::vector<std::string> secrets_;
     std::stop_source stop_;

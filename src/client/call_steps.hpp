@@ -5,6 +5,7 @@
 
 #include <ullm/client/client.hpp>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,9 +33,11 @@ HttpRequest encode_request(const Provider& provider, const ChatRequest& request,
 void price_response(const PriceTable& prices, ChatResponse& response, std::string_view provider,
                     const std::string& model);
 
-/// Checks and prices a response of `route`; a finished one is reported to `on_usage` when
-/// `report` says so (an unfinished background response has spent nothing yet).
+/// Checks and prices a response of `route`; a finished one is reported to `on_usage`, as a
+/// request that began at `started`, when `report` says so (an unfinished background response
+/// has spent nothing yet).
 ChatResponse checked(const Client::State& state, const Route& route, const ChatRequest& request,
-                     ChatResponse response, bool report);
+                     ChatResponse response, bool report,
+                     std::chrono::system_clock::time_point started);
 
 }  // namespace ullm::detail

@@ -70,6 +70,7 @@ public:
         : client_(std::move(client)),
           route_(std::move(route)),
           request_(std::move(request)),
+          started_at_(std::chrono::system_clock::now()),
           skipped_(true),
           on_stop_(std::stop_token{}, [this] { cancel(); }) {
         StreamEvent usage;
@@ -163,7 +164,7 @@ private:
                                                route_.provider->name(), request_.model);
                         event.usage = event.response->usage;
                         report_usage(*client_, route_.provider->name(), request_.model,
-                                     event.response->usage, true, skipped_);
+                                     event.response->usage, true, skipped_, started_at_);
                         permit_.settle(used_tokens(*event.response));
                     }
                     permit_.release();
@@ -255,6 +256,10 @@ private:
     // Without `may_block`, returns `blocked` (or `needs_thread`) instead of waiting; else
     // `event` (which may have decoded nothing).
     Poll pump(bool may_block) {
+        // The stream opens with its first pull; its usage report says so.
+        if (started_at_ == std::chrono::system_clock::time_point{}) {
+            started_at_ = std::chrono::system_clock::now();
+        }
         if (retry_wait_) {
             const auto wait = *retry_wait_;
             if (!may_block) {
@@ -565,6 +570,8 @@ private:
     std::optional<std::int64_t> last_pulled_sequence_;
     bool content_failed_ = false;  ///< The body carried an error (not resumable).
     bool finished_ = false;
+    /// When the stream was opened (its first pull), for its usage report.
+    std::chrono::system_clock::time_point started_at_{};
     bool skipped_ = false;  ///< A budget skipped the request: nothing is sent.
     std::stop_callback<std::function<void()>> on_stop_;
 };

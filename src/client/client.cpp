@@ -20,6 +20,7 @@
 #include "response_checks.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -288,12 +289,14 @@ CostEstimate estimate_routed(const PriceTable& prices, const Route& route,
 }  // namespace
 
 ChatResponse detail::checked(const Client::State& state, const Route& route,
-                             const ChatRequest& request, ChatResponse response, bool report) {
+                             const ChatRequest& request, ChatResponse response, bool report,
+                             std::chrono::system_clock::time_point started) {
     detail::check_response(
         response, {std::string(route.provider->name()), request.model, response.request_id});
     detail::price_response(*state.prices, response, route.provider->name(), request.model);
     if (report && response.finished()) {
-        report_usage(state, route.provider->name(), request.model, response.usage, false, false);
+        report_usage(state, route.provider->name(), request.model, response.usage, false, false,
+                     started);
     }
     return response;
 }
@@ -305,14 +308,17 @@ namespace {
 ChatResponse complete_routed(const Client::State& state, const Route& route,
                              const ChatRequest& request, const std::stop_token& stop,
                              std::uint64_t lane = 0) {
+    const auto started = std::chrono::system_clock::now();
     if (route.provider->offline()) {
-        return checked(state, route, request, route.provider->respond(request, stop), true);
+        return checked(state, route, request, route.provider->respond(request, stop), true,
+                       started);
     }
     const HttpRequest http = detail::encode_request(*route.provider, request, false);
     const auto limit = detail::Limit::of(state, route.provider->name(), lane, http,
                                          detail::max_output_tokens(request));
     return send_with_retries(state, http, stop, limit, [&](const HttpResponse& answer) {
-        return checked(state, route, request, route.provider->decode(answer, request), true);
+        return checked(state, route, request, route.provider->decode(answer, request), true,
+                       started);
     });
 }
 
@@ -340,9 +346,11 @@ BackgroundRoute background_route(const Client& client, std::string_view model) {
 
 // Sends a request about a stored background response. An error status is retried as the retry
 // policy allows; a failed response is not (polling it again cannot change it), and neither is
-// a body that is not a response.
+// a body that is not a response. A finished response is reported, when `report` says so, as
+// begun at `started`.
 ChatResponse send_background(const Client::State& state, const BackgroundRoute& background,
                              const HttpRequest& http, const std::stop_token& stop, bool report,
+                             std::chrono::system_clock::time_point started,
                              std::optional<std::chrono::milliseconds>* asked = nullptr) {
     std::exception_ptr final_error;
     ChatResponse response = send_with_retries(
@@ -359,7 +367,7 @@ ChatResponse send_background(const Client::State& state, const BackgroundRoute& 
             try {
                 return checked(state, background.route, background.request,
                                background.codec->decode_retrieved(answer, background.request),
-                               report);
+                               report, started);
             } catch (Error& error) {
                 redact_secrets(error, detail::request_secrets(http));
                 final_error = std::current_exception();
@@ -445,7 +453,8 @@ ChatResponse Client::complete(ChatRequest request, std::stop_token stop,
     check_call_budget(budget);
     const Route route = routed(*this, request, false);
     if (auto skipped = within_budget(*state_, request, route, budget)) {
-        report_usage(*state_, route.provider->name(), route.model, skipped->usage, false, true);
+        report_usage(*state_, route.provider->name(), route.model, skipped->usage, false, true,
+                     std::chrono::system_clock::now());
         return std::move(*skipped);
     }
     return complete_routed(*state_, route, request, std::move(stop));
@@ -468,10 +477,13 @@ ChatResponse Client::wait_response(std::string_view model, std::string_view resp
     detail::check_poll_options(options);
     const BackgroundRoute background = background_route(*this, model);
     const HttpRequest http = background.codec->encode_retrieve(background.request, response_id);
+    // The response is reported as begun with this wait (see `UsageReport::started_at`).
+    const auto started = std::chrono::system_clock::now();
     std::chrono::milliseconds interval = options.initial_interval;
     for (;;) {
         std::optional<std::chrono::milliseconds> asked;
-        ChatResponse response = send_background(*state_, background, http, stop, true, &asked);
+        ChatResponse response =
+            send_background(*state_, background, http, stop, true, started, &asked);
         switch (response.status) {
             case ResponseStatus::finished:
                 return response;
@@ -498,7 +510,7 @@ ChatResponse Client::cancel_response(std::string_view model, std::string_view re
                                      std::stop_token stop) const {
     const BackgroundRoute background = background_route(*this, model);
     const HttpRequest http = background.codec->encode_cancel(background.request, response_id);
-    return send_background(*state_, background, http, stop, false);
+    return send_background(*state_, background, http, stop, false, {});
 }
 
 ChatStream Client::resume_stream(std::string_view model, std::string_view response_id,

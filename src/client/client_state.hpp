@@ -172,14 +172,16 @@ inline std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& p
     return policy.delay_before(attempt, hint, RetryPolicy::random_unit());
 }
 
-// Tells `ClientOptions::on_usage` of a finished request; what the callback throws is dropped.
+// Tells `ClientOptions::on_usage` of a finished request that began at `started` (see
+// `UsageReport::started_at`); what the callback throws is dropped.
 inline void report_usage(const Client::State& client, std::string_view provider,
                          const std::string& model, const Usage& usage, bool streamed, bool skipped,
+                         std::chrono::system_clock::time_point started,
                          bool embedding = false) noexcept {
     if (!client.on_usage) return;
     try {
-        client.on_usage(
-            UsageReport{std::string(provider), model, usage, streamed, skipped, embedding});
+        client.on_usage(UsageReport{std::string(provider), model, usage, streamed, skipped,
+                                    embedding, started});
     } catch (...) {
         // A usage callback cannot fail the request it reports.
     }

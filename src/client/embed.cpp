@@ -8,6 +8,7 @@
 #include <ullm/providers/provider_errors.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -92,11 +93,13 @@ EmbeddingResponse embed_routed(const Client::State& state, const EmbeddingRoute&
         part.inputs.assign(begin,
                            begin + static_cast<std::ptrdiff_t>(std::min(limit, count - first)));
         const HttpRequest http = routed.codec->encode(part);
+        const auto started = std::chrono::system_clock::now();
         EmbeddingResponse answer = detail::send_with_retries(
             state, http, stop, detail::Limit::of(state, provider, 0, http, 0),
             [&](const HttpResponse& response) { return routed.codec->decode(response, part); });
         price_embedding(*state.prices, provider, request.model, answer.model, answer.usage);
-        detail::report_usage(state, provider, request.model, answer.usage, false, false, true);
+        detail::report_usage(state, provider, request.model, answer.usage, false, false, started,
+                             true);
         if (!total.vectors.empty() && answer.dimensions() != total.dimensions()) {
             throw_invalid_response("the embeddings of inputs from " + std::to_string(first) +
                                        " have " + std::to_string(answer.dimensions()) +
@@ -149,7 +152,7 @@ EmbeddingResponse Client::embed(EmbeddingRequest request, std::stop_token stop,
             skipped.usage.cost_usd = 0.0;
             skipped.budget_skipped = true;
             detail::report_usage(*state_, provider, request.model, skipped.usage, false, true,
-                                 true);
+                                 std::chrono::system_clock::now(), true);
             return skipped;
         }
     }

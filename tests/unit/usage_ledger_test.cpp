@@ -25,7 +25,11 @@
 #if defined(ULLM_HAVE_POSTGRES)
 #include <ullm/store/postgres_usage_ledger.hpp>
 
+#include <sys/wait.h>
+#include <cstdio>
+
 #include "support/postgres_server.hpp"
+#include "support/server_process.hpp"
 #endif
 
 namespace {
@@ -459,6 +463,36 @@ TEST_CASE("UsageRecorder writes each report once with a unique id and never thro
     CHECK(failing->last_error().find("usage_ledger_failed") != std::string::npos);
 }
 
+TEST_CASE("UsageRecorder records the report's start, else its finish, as started_at",
+          "[usage_ledger]") {
+    const auto ledger = ullm::SqliteUsageLedger::open(":memory:");
+    const auto on_usage = ullm::UsageRecorder::make(ledger)->callback();
+    const auto before = std::chrono::floor<std::chrono::milliseconds>(Clock::now());
+    ullm::UsageReport report;
+    report.provider = "openai";
+    report.model = "with-start";
+    report.started_at = before - 90s;
+    on_usage(report);
+    report.model = "without-start";
+    report.started_at = {};
+    on_usage(report);
+    // A start after the report (the wall clock was set back meanwhile) is not kept: the ledger
+    // refuses a record that finishes before it starts.
+    report.model = "start-in-the-future";
+    report.started_at = Clock::now() + 1h;
+    on_usage(report);
+    std::vector<ullm::UsageRecord> records;
+    ledger->for_each({}, [&](const ullm::UsageRecord& record) { records.push_back(record); });
+    REQUIRE(records.size() == 3);
+    CHECK(records[0].model == "with-start");
+    CHECK(records[0].started_at == before - 90s);
+    CHECK(records[0].finished_at >= before);
+    for (const std::size_t i : {1U, 2U}) {
+        CHECK(records[i].started_at == records[i].finished_at);
+        CHECK(records[i].started_at >= before);
+    }
+}
+
 TEST_CASE("usage group names parse back", "[usage_ledger]") {
     for (const auto group :
          {ullm::UsageGroup::tenant, ullm::UsageGroup::session, ullm::UsageGroup::provider,
@@ -524,5 +558,123 @@ TEST_CASE("PostgresUsageLedger reports a stopped server and works again after a 
     ledger->record_all(records);
     CHECK(total_requests(*ledger) == 6);
 }
+
+#if defined(ULLM_TEST_CLI)
+
+namespace {
+
+// What a run of the built `ullm` program printed, and how it ended.
+struct CliRun {
+    int status = -1;  ///< The exit status, or -1 when it did not exit normally.
+    std::string out;
+    std::string err;
+};
+
+// `text` as one shell word.
+std::string shell_quoted(const std::string& text) {
+    std::string quoted = "'";
+    for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted + "'";
+}
+
+// Runs `ullm` with `args`, its stdout read through a pipe and its stderr through a file.
+CliRun run_cli(const std::vector<std::string>& args) {
+    const ullm::test::TempDir dir("cli-usage");
+    const std::string err_path = (dir / "stderr.txt").string();
+    std::string command = shell_quoted(ULLM_TEST_CLI);
+    for (const auto& arg : args) command += " " + shell_quoted(arg);
+    command += " 2>" + shell_quoted(err_path);
+    CliRun run;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char buffer[4096];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+        run.out.append(buffer, n);
+    const int status = ::pclose(pipe);
+    if (status != -1 && WIFEXITED(status)) run.status = WEXITSTATUS(status);
+    run.err = ullm::test::read_text_file(err_path);
+    return run;
+}
+
+// The lines of `text`, each split into its words: the table's columns are padded with spaces.
+std::vector<std::vector<std::string>> table_words(const std::string& text) {
+    std::vector<std::vector<std::string>> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream words(line);
+        std::vector<std::string> split;
+        for (std::string word; words >> word;) split.push_back(word);
+        lines.push_back(std::move(split));
+    }
+    return lines;
+}
+
+using Words = std::vector<std::vector<std::string>>;
+
+}  // namespace
+
+TEST_CASE("ullm usage --postgres prints the totals and records of a PostgreSQL ledger",
+          "[usage_ledger][postgres][cli]") {
+    auto& server = ullm::test::PostgresServer::instance();
+    const std::string db = server.create_database();
+    const std::string url = server.connection_string(db);
+    const auto ledger = open_postgres_ledger(db);
+    // Two tenants, two models; one record without a cost.
+    const std::vector<ullm::UsageRecord> records = {
+        make_record("a1", "acme", "s1", "openai", "gpt-4o", day_two, 100, 0.5),
+        make_record("a2", "acme", "s1", "openai", "gpt-4o-mini", day_two + 1h, 10, 0.25),
+        make_record("a3", "acme", "s2", "openai", "gpt-4o", day_two + 2h, 1000, std::nullopt),
+        make_record("g1", "globex", "s9", "openai", "gpt-4o-mini", day_two + 3h, 40, 1.0),
+    };
+    ledger->record_all(records);
+
+    SECTION("--by model totals every tenant's records") {
+        const CliRun run = run_cli({"usage", "--postgres", url, "--by", "model"});
+        CHECK(run.status == 0);
+        CHECK(run.err.empty());
+        CHECK(table_words(run.out) ==
+              Words{{"model", "requests", "input", "output", "cache", "read", "cache", "write",
+                     "reasoning", "cost", "USD", "no", "cost"},
+                    {"gpt-4o", "2", "1100", "550", "275", "2", "110", "0.500000", "1"},
+                    {"gpt-4o-mini", "2", "50", "25", "12", "2", "5", "1.250000", "0"},
+                    {"total", "4", "1150", "575", "287", "4", "115", "1.750000", "1"}});
+    }
+    SECTION("--tenant keeps one tenant's records") {
+        const CliRun run =
+            run_cli({"usage", "--postgres", url, "--by", "model", "--tenant", "globex"});
+        CHECK(run.status == 0);
+        const auto lines = table_words(run.out);
+        REQUIRE(lines.size() == 3);
+        CHECK(lines[1] == std::vector<std::string>{"gpt-4o-mini", "1", "40", "20", "10", "1", "4",
+                                                   "1.000000", "0"});
+        CHECK(lines[2][0] == "total");
+        CHECK(lines[2][1] == "1");
+    }
+    SECTION("--csv prints the records as the ledger exports them") {
+        const CliRun run = run_cli({"usage", "--postgres", url, "--csv", "--tenant", "acme"});
+        CHECK(run.status == 0);
+        std::ostringstream expected;
+        ledger->export_csv({.tenant = "acme"}, expected);
+        CHECK(run.out == expected.str());
+        // A header and acme's three records, in order of their start.
+        CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 4);
+        CHECK(run.out.find("\r\n\"a1\",\"acme\",") != std::string::npos);
+        CHECK(run.out.find("\"a3\"") > run.out.find("\"a2\""));
+        CHECK(run.out.find("\"g1\"") == std::string::npos);
+    }
+    SECTION("a server that cannot be reached exits with 1 and keeps the password to itself") {
+        const std::string unreachable = "postgresql://ullm:hunter2-secret@127.0.0.1:" +
+                                        std::to_string(ullm::test::free_loopback_port()) + "/" +
+                                        db + "?connect_timeout=5";
+        const CliRun run = run_cli({"usage", "--postgres", unreachable, "--by", "model"});
+        CHECK(run.status == 1);
+        CHECK(run.out.empty());
+        CHECK(run.err.find("ullm usage: [ullm.usage_ledger_failed]") == 0);
+        CHECK(run.err.find("127.0.0.1") != std::string::npos);
+        CHECK(run.err.find("hunter2") == std::string::npos);
+    }
+}
+
+#endif  // ULLM_TEST_CLI
 
 #endif

@@ -52,6 +52,16 @@ struct UsageReport {
     bool budget_skipped = false;
     /// An embedding request (`Client::embed`): each HTTP request of a call is told of alone.
     bool embedding = false;
+    /// The wall-clock time the request began: when its first attempt started (a retried
+    /// request keeps its first attempt's time; a wait for provider limits counts as part of the
+    /// request). For a stream, when it was opened: its first pull (at once for `stream_async`).
+    /// For an embedding call of several requests, the start of the request reported. For a
+    /// background response that `wait_response` reports, when that `wait_response` began: the
+    /// request that created the response was not reported, and the library does not know how
+    /// long the response ran before the wait. For a request a budget skipped, the time of the
+    /// skip. A default-constructed value (the epoch) in reports made by other code means
+    /// unknown.
+    std::chrono::system_clock::time_point started_at{};
 };
 
 /// Settings of a `Client`. A value type.

@@ -6,6 +6,7 @@
 #include <ullm/core/error.hpp>
 #include <ullm/store/usage_ledger.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,7 +31,10 @@ struct UsageRecorderOptions {
 
 /// Makes `on_usage` callbacks that write each report to a ledger as a `UsageRecord` with a new
 /// unique id (a random 64-bit prefix per recorder and a counter), the report's provider, model,
-/// usage and streamed flag, and the time of the report as both `started_at` and `finished_at`.
+/// usage and streamed flag, the time of the report as `finished_at`, and the report's
+/// `started_at` (when the request began: see `UsageReport::started_at`) as `started_at`; a
+/// report without one (a default-constructed time point), or with one after the time of the
+/// report (the wall clock was set back), is recorded as starting when it finished.
 /// The callback never throws into the client: a failed write (or an exception from the ledger)
 /// is counted in `failures()` and its message kept in `last_error()`. The recorder is shared by
 /// its callbacks (they hold a `shared_ptr` to it); every member is thread-safe.
@@ -64,7 +68,11 @@ public:
             record.model = report.model;
             record.usage = report.usage;
             record.finished_at = std::chrono::system_clock::now();
-            record.started_at = record.finished_at;
+            // A wall clock set back during the request would put the start after the end,
+            // which the ledger refuses: such a record starts when it finished.
+            record.started_at = report.started_at == std::chrono::system_clock::time_point{}
+                                    ? record.finished_at
+                                    : std::min(report.started_at, record.finished_at);
             record.streamed = report.streamed;
             ledger_->record(record);
             recorded_.fetch_add(1);
