@@ -160,11 +160,12 @@ void HttpTransport::read_answer(Exchange& exchange, const json& message) {
     };
     try {
         const HttpResponseHead& head = exchange.stream->head();
-        if (const auto session = head.header("mcp-session-id"); session) {
-            if (valid_session_id(*session)) {
-                std::lock_guard lock(mutex_);
-                session_id_ = *session;
-            }
+        // The session is the one the initialize answer names (a late answer of an older
+        // session never brings that session back).
+        const auto session = head.header("mcp-session-id");
+        if (session && valid_session_id(*session) && message.value("method", "") == "initialize") {
+            std::lock_guard lock(mutex_);
+            session_id_ = *session;
         }
         std::string chunk;
         if (head.status >= 400) {
