@@ -52,6 +52,22 @@ bool mentions_session(std::string text) {
     return text.find("session") != std::string::npos;
 }
 
+// Runs `step`: the message of a failure of the transport it threw, or nothing when it returned.
+// A cancellation and an `McpError` go through.
+template <class Step>
+std::optional<std::string> transport_failure(Step&& step) {
+    try {
+        step();
+    } catch (const CancelledError&) {
+        throw;
+    } catch (const McpError&) {
+        throw;
+    } catch (const Error& error) {
+        return error.message();
+    }
+    return std::nullopt;
+}
+
 std::chrono::milliseconds reconnect_delay(const SseParser& parser) {
     if (const auto asked = parser.reconnection_time_ms()) {
         return std::min(std::chrono::milliseconds(*asked), max_reconnect_delay);
@@ -267,16 +283,9 @@ void HttpTransport::read_events(Exchange& exchange, std::optional<std::int64_t> 
     std::string why;
     for (int resumes = 0;; ++resumes) {
         if (stream != nullptr) {
-            try {
-                pump_events(*stream, parser, note);
-                why = "the server ended the answer's event stream before the answer";
-            } catch (const CancelledError&) {
-                throw;
-            } catch (const McpError&) {
-                throw;
-            } catch (const Error& error) {
-                why = "the answer's event stream broke off before the answer: " + error.message();
-            }
+            const auto broke = transport_failure([&] { pump_events(*stream, parser, note); });
+            why = broke ? "the answer's event stream broke off before the answer: " + *broke
+                        : "the server ended the answer's event stream before the answer";
             (void)parser.finish();
         }
         if (answered || !id) return;
@@ -311,7 +320,7 @@ void HttpTransport::read_events(Exchange& exchange, std::optional<std::int64_t> 
             old = std::exchange(exchange.stream, std::move(next));
         }
         old.reset();
-        try {
+        const auto refused = transport_failure([&] {
             const HttpResponseHead& head = opened->head();
             if (head.status >= 300 || !is_event_stream(head)) {
                 // The answer is lost (a 404 here is not a request to send again: the server
@@ -319,13 +328,11 @@ void HttpTransport::read_events(Exchange& exchange, std::optional<std::int64_t> 
                 throw McpError(ErrorCode::mcp_connection_failed,
                                why + "; resuming it got HTTP " + std::to_string(head.status));
             }
+        });
+        if (refused) {
+            why = "resuming the answer's event stream failed: " + *refused;
+        } else {
             stream = opened;
-        } catch (const CancelledError&) {
-            throw;
-        } catch (const McpError&) {
-            throw;
-        } catch (const Error& error) {
-            why = "resuming the answer's event stream failed: " + error.message();
         }
     }
 }
