@@ -9,19 +9,26 @@ namespace ullm {
 
 namespace {
 
-[[noreturn]] void throw_busy() {
-    throw ConversationBusyError(
+ConversationBusyError busy_error() {
+    return ConversationBusyError(
         "a tool callback of this conversation is running; a tool must not start turns on its "
         "own conversation, and other callers must wait until it returns");
+}
+
+[[noreturn]] void throw_busy() {
+    throw busy_error();
+}
+
+bool on_tool_thread(const std::vector<std::thread::id>& tool_threads) {
+    return std::find(tool_threads.begin(), tool_threads.end(), std::this_thread::get_id()) !=
+           tool_threads.end();
 }
 
 }  // namespace
 
 void TurnQueue::acquire(std::stop_token stop, bool wait_for_tools) {
     std::unique_lock lock(mutex_);
-    const bool tool_thread = std::find(tool_threads_.begin(), tool_threads_.end(),
-                                       std::this_thread::get_id()) != tool_threads_.end();
-    if (tools_running_ > 0 && (!wait_for_tools || tool_thread)) throw_busy();
+    if (tools_running_ > 0 && (!wait_for_tools || on_tool_thread(tool_threads_))) throw_busy();
     if (active_ && owner_ == std::this_thread::get_id()) {
         // A callback of the running turn (a context manager, a budget warning) or a consumer
         // holding an unfinished stream would wait for itself forever.
@@ -36,25 +43,111 @@ void TurnQueue::acquire(std::stop_token stop, bool wait_for_tools) {
     });
     if (!served) {
         waiting_.erase(std::find(waiting_.begin(), waiting_.end(), ticket));
-        changed_.notify_all();
+        changed_and_serve(lock);
         throw CancelledError("the turn was cancelled while it waited for its slot");
     }
     waiting_.pop_front();
     if (tools_running_ > 0) {
         // Queued before the callback began: rejected rather than run beside it.
-        changed_.notify_all();
+        changed_and_serve(lock);
         throw_busy();
     }
     active_ = true;
     owner_ = std::this_thread::get_id();
 }
 
-void TurnQueue::release() noexcept {
-    {
-        std::lock_guard lock(mutex_);
-        active_ = false;
+void TurnQueue::acquire_async(std::stop_token stop, bool wait_for_tools, Granted granted) {
+    std::unique_lock lock(mutex_);
+    if (tools_running_ > 0 && (!wait_for_tools || on_tool_thread(tool_threads_))) {
+        lock.unlock();
+        granted(std::make_exception_ptr(busy_error()));
+        return;
     }
+    const std::uint64_t ticket = next_ticket_++;
+    async_waiting_.emplace(ticket, AsyncWaiter{wait_for_tools, std::move(granted), nullptr});
+    waiting_.push_back(ticket);
+    Outcomes outcomes;
+    serve_async(outcomes);
+    const bool waits = async_waiting_.count(ticket) != 0;
+    lock.unlock();
+    outcomes.deliver();
+    if (!waits || !stop.stop_possible()) return;
+    // Made outside the mutex: a stop already requested runs the callback at once.
+    auto on_stop = std::make_unique<std::stop_callback<std::function<void()>>>(
+        std::move(stop), std::function<void()>([this, ticket] {
+            std::unique_lock held(mutex_);
+            const auto found = async_waiting_.find(ticket);
+            if (found == async_waiting_.end()) return;  // served meanwhile
+            Outcomes cancelled;
+            cancelled.told.emplace_back(
+                std::move(found->second.granted),
+                std::make_exception_ptr(
+                    CancelledError("the turn was cancelled while it waited for its slot")));
+            // This callback's own object goes with it, last: a stop callback may destroy
+            // itself on the thread that runs it, and nothing of the closure is used after.
+            cancelled.gone.push_back(std::move(found->second));
+            async_waiting_.erase(found);
+            waiting_.erase(std::find(waiting_.begin(), waiting_.end(), ticket));
+            changed_and_serve(held);
+            cancelled.deliver();
+        }));
+    lock.lock();
+    const auto found = async_waiting_.find(ticket);
+    if (found != async_waiting_.end()) {
+        found->second.on_stop = std::move(on_stop);
+        return;
+    }
+    lock.unlock();  // served or cancelled meanwhile: the callback goes outside the mutex
+}
+
+void TurnQueue::release() noexcept {
+    std::unique_lock lock(mutex_);
+    active_ = false;
+    changed_and_serve(lock);
+}
+
+void TurnQueue::Outcomes::deliver() noexcept {
+    gone.clear();
+    for (auto& [granted, error] : told) {
+        try {
+            granted(error);
+        } catch (...) {
+            // `granted` must not throw; a turn it failed to take is its own to free.
+        }
+    }
+    told.clear();
+}
+
+void TurnQueue::serve_async(Outcomes& outcomes) {
+    while (!waiting_.empty() && !active_ && !exclusive_) {
+        const auto found = async_waiting_.find(waiting_.front());
+        if (found == async_waiting_.end()) return;  // a blocked caller is next: it wakes
+        if (found->second.wait_for_tools && tools_running_ > 0) return;
+        std::exception_ptr refused;
+        if (tools_running_ > 0) {
+            // Queued before the callback began: rejected rather than run beside it.
+            refused = std::make_exception_ptr(busy_error());
+        } else {
+            active_ = true;
+            owner_ = std::thread::id();
+        }
+        outcomes.told.emplace_back(std::move(found->second.granted), std::move(refused));
+        outcomes.gone.push_back(std::move(found->second));
+        async_waiting_.erase(found);
+        waiting_.pop_front();
+    }
+}
+
+void TurnQueue::changed_and_serve(std::unique_lock<std::mutex>& lock) noexcept {
+    Outcomes outcomes;
+    try {
+        serve_async(outcomes);
+    } catch (...) {
+        // Only bad_alloc: the waiters are served at the next change.
+    }
+    lock.unlock();
     changed_.notify_all();
+    outcomes.deliver();
 }
 
 void TurnQueue::tool_started() noexcept {
@@ -63,14 +156,12 @@ void TurnQueue::tool_started() noexcept {
 }
 
 void TurnQueue::tool_finished() noexcept {
-    {
-        std::lock_guard lock(mutex_);
-        --tools_running_;
-        const auto mark =
-            std::find(tool_threads_.begin(), tool_threads_.end(), std::this_thread::get_id());
-        if (mark != tool_threads_.end()) tool_threads_.erase(mark);
-    }
-    changed_.notify_all();
+    std::unique_lock lock(mutex_);
+    --tools_running_;
+    const auto mark =
+        std::find(tool_threads_.begin(), tool_threads_.end(), std::this_thread::get_id());
+    if (mark != tool_threads_.end()) tool_threads_.erase(mark);
+    changed_and_serve(lock);
 }
 
 void TurnQueue::enter_tool_thread() {
@@ -96,11 +187,9 @@ void TurnQueue::run_exclusive(const std::function<void()>& action) {
 }
 
 void TurnQueue::release_exclusive() noexcept {
-    {
-        std::lock_guard lock(mutex_);
-        exclusive_ = false;
-    }
-    changed_.notify_all();
+    std::unique_lock lock(mutex_);
+    exclusive_ = false;
+    changed_and_serve(lock);
 }
 
 int TurnQueue::tools_running() const {

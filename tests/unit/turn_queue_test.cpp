@@ -170,3 +170,129 @@ TEST_CASE("turn queue runs exclusive work only when idle", "[turn_queue]") {
     queue.acquire();
     queue.release();
 }
+
+namespace {
+
+// What an `acquire_async` caller was told, kept for the test thread to read.
+struct Told {
+    std::mutex mutex;
+    std::vector<std::string> outcomes;  ///< "<name>" when granted, "<name>:<code>" when refused
+
+    ullm::TurnQueue::Granted granted(std::string name) {
+        return [this, name = std::move(name)](std::exception_ptr error) {
+            std::string outcome = name;
+            if (error) outcome += ":" + error_code_of([&] { std::rethrow_exception(error); });
+            std::lock_guard lock(mutex);
+            outcomes.push_back(std::move(outcome));
+        };
+    }
+
+    std::vector<std::string> seen() {
+        std::lock_guard lock(mutex);
+        return outcomes;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("turn queue serves async and blocking callers in one arrival order", "[turn_queue]") {
+    ullm::TurnQueue queue;
+    Told told;
+    queue.acquire_async({}, false, told.granted("first"));
+    CHECK(told.seen() == std::vector<std::string>{"first"});  // free: granted at once
+
+    queue.acquire_async({}, false, told.granted("second"));
+    std::thread blocking([&] {
+        queue.acquire();
+        {
+            std::lock_guard lock(told.mutex);
+            told.outcomes.push_back("blocking");
+        }
+        queue.release();
+    });
+    wait_for_waiting(queue, 2);
+    queue.acquire_async({}, false, told.granted("third"));
+    CHECK(queue.waiting() == 3);
+
+    queue.release();  // first's turn ends: second is granted on this thread
+    CHECK(told.seen() == std::vector<std::string>{"first", "second"});
+    queue.release();  // second's: the blocking caller runs and, releasing, grants third
+    blocking.join();
+    CHECK(told.seen() == std::vector<std::string>{"first", "second", "blocking", "third"});
+    queue.release();
+    CHECK(queue.waiting() == 0);
+    CHECK(error_code_of([&] {
+              queue.acquire();
+              queue.release();
+          }) == "no error");
+}
+
+TEST_CASE("turn queue applies the busy guard to async callers", "[turn_queue]") {
+    ullm::TurnQueue queue;
+    Told told;
+    queue.tool_started();
+    queue.acquire_async({}, false, told.granted("refused"));
+    CHECK(told.seen() == std::vector<std::string>{"refused:conversation_busy"});
+
+    queue.acquire_async({}, true, told.granted("waits"));  // waits for the tool instead
+    CHECK(queue.waiting() == 1);
+    queue.tool_finished();
+    CHECK(told.seen() == std::vector<std::string>{"refused:conversation_busy", "waits"});
+    queue.release();
+
+    // Queued before a callback began, refused when it reaches the front beside it.
+    queue.acquire();
+    queue.acquire_async({}, false, told.granted("late"));
+    queue.tool_started();
+    queue.release();
+    CHECK(told.seen().back() == "late:conversation_busy");
+    CHECK(queue.waiting() == 0);
+    queue.tool_finished();
+}
+
+TEST_CASE("turn queue cancels an async caller's wait on its stop token", "[turn_queue]") {
+    ullm::TurnQueue queue;
+    Told told;
+    queue.acquire();
+    std::stop_source cancel;
+    queue.acquire_async(cancel.get_token(), false, told.granted("cancelled"));
+    queue.acquire_async({}, false, told.granted("next"));
+    CHECK(queue.waiting() == 2);
+    cancel.request_stop();
+    CHECK(told.seen() == std::vector<std::string>{"cancelled:cancelled"});
+    CHECK(queue.waiting() == 1);
+    queue.release();
+    CHECK(told.seen() == std::vector<std::string>{"cancelled:cancelled", "next"});
+    queue.release();
+
+    // A stop requested before the call: granted when the turn is free, as `acquire` is...
+    std::stop_source stopped;
+    stopped.request_stop();
+    queue.acquire_async(stopped.get_token(), false, told.granted("free"));
+    CHECK(told.seen().back() == "free");
+    // ...and cancelled at once when it would have to wait.
+    queue.acquire_async(stopped.get_token(), false, told.granted("busy"));
+    CHECK(told.seen().back() == "busy:cancelled");
+    CHECK(queue.waiting() == 0);
+    queue.release();
+
+    // A stop from another thread while a release grants the same caller: told exactly once.
+    for (int round = 0; round < 50; ++round) {
+        queue.acquire();
+        std::stop_source racing;
+        std::atomic<int> calls{0};
+        queue.acquire_async(racing.get_token(), false, [&](const std::exception_ptr& error) {
+            ++calls;
+            if (!error) queue.release();
+        });
+        std::thread stopper([&] { racing.request_stop(); });
+        queue.release();
+        stopper.join();
+        CHECK(calls == 1);
+        CHECK(queue.waiting() == 0);
+    }
+    CHECK(error_code_of([&] {
+              queue.acquire();
+              queue.release();
+          }) == "no error");
+}

@@ -5,7 +5,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -31,6 +34,17 @@ public:
     /// wait for itself).
     void acquire(std::stop_token stop = {}, bool wait_for_tools = false);
 
+    /// Told once how an `acquire_async` ended: null when the caller now holds the turn, else
+    /// the error `acquire` would have thrown.
+    using Granted = std::function<void(std::exception_ptr)>;
+
+    /// As `acquire`, without waiting: `granted` is called once, in the same order and under the
+    /// same rules as `acquire`'s callers are served. It is called at once (before this returns)
+    /// when the turn is free or refused on arrival, else on the thread that frees the slot or
+    /// requests `stop`; it must not block. The turn it grants belongs to no thread: `release()`
+    /// from any thread ends it. Throws `bad_alloc` only.
+    void acquire_async(std::stop_token stop, bool wait_for_tools, Granted granted);
+
     /// Ends the current turn and serves the next caller. Does not throw.
     void release() noexcept;
 
@@ -55,11 +69,30 @@ public:
     [[nodiscard]] std::size_t waiting() const;
 
 private:
+    /// An `acquire_async` caller waiting for its turn.
+    struct AsyncWaiter {
+        bool wait_for_tools = false;
+        Granted granted;
+        std::unique_ptr<std::stop_callback<std::function<void()>>> on_stop;
+    };
+    /// What the mutex-holding code decided for async waiters, told after it is released.
+    struct Outcomes {
+        std::vector<std::pair<Granted, std::exception_ptr>> told;
+        std::vector<AsyncWaiter> gone;  ///< Their stop callbacks go outside the mutex.
+        void deliver() noexcept;
+    };
+
     void release_exclusive() noexcept;
+    /// Serves the async waiters at the front that can be served now. Called with the mutex
+    /// held after anything that may let the front go on.
+    void serve_async(Outcomes& outcomes);
+    /// Serves what can be served, then wakes the blocked callers and tells the async ones.
+    void changed_and_serve(std::unique_lock<std::mutex>& lock) noexcept;
 
     mutable std::mutex mutex_;
     std::condition_variable_any changed_;
-    std::deque<std::uint64_t> waiting_;  ///< Tickets in arrival order.
+    std::deque<std::uint64_t> waiting_;                   ///< Tickets in arrival order.
+    std::map<std::uint64_t, AsyncWaiter> async_waiting_;  ///< The tickets of async callers.
     std::uint64_t next_ticket_ = 0;
     bool active_ = false;
     std::thread::id owner_;  ///< The thread that acquired the active turn.
