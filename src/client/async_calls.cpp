@@ -12,6 +12,7 @@
 #include "call_steps.hpp"
 #include "chat_stream_state.hpp"
 #include "client_state.hpp"
+#include "conversation_calls.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -50,8 +51,10 @@ public:
           on_done_(std::move(on_done)),
           executor_(std::move(executor)) {}
 
-    // Routes, checks and starts the call; every error, from routing on, completes it.
-    void begin(const Client& owner, ChatRequest request, AsyncOptions options) {
+    // Routes, checks and starts the call; every error, from routing on, completes it. A
+    // conversation's tools were checked when it took them (`tools_checked`).
+    void begin(const Client& owner, ChatRequest request, AsyncOptions options,
+               bool tools_checked = false) {
         started_ = std::chrono::system_clock::now();
         {
             std::lock_guard lock(mutex_);
@@ -66,7 +69,7 @@ public:
                              CancelOnStop<CompletionCall>{weak_from_this()});
         }
         try {
-            route_ = detail::routed(owner, request, false);
+            route_ = detail::routed(owner, request, false, tools_checked);
             request_ = std::move(request);
             if (options.budget) {
                 detail::check_call_budget(*options.budget);
@@ -360,9 +363,10 @@ public:
 
     // Routes, checks and makes the stream, then starts polling it; an error on the way ends
     // the stream through `on_done`.
-    void begin(const Client& owner, ChatRequest request, AsyncOptions options) {
+    void begin(const Client& owner, ChatRequest request, AsyncOptions options,
+               bool tools_checked = false) {
         try {
-            Route route = detail::routed(owner, request, true);
+            Route route = detail::routed(owner, request, true, tools_checked);
             if (options.budget) {
                 detail::check_call_budget(*options.budget);
                 if (auto skipped =
@@ -623,6 +627,23 @@ StreamHandle Client::stream_async(ChatRequest request, StreamCallbacks callbacks
     return StreamHandle(call);
 }
 
+void detail::ConversationCalls::complete_async(const Client& client, ChatRequest request,
+                                               AsyncOptions options,
+                                               std::function<void(Result<ChatResponse>)> on_done) {
+    auto executor = std::move(options.executor);
+    auto call =
+        std::make_shared<CompletionCall>(client.state_, std::move(on_done), std::move(executor));
+    call->begin(client, std::move(request), std::move(options), true);
+}
+
+void detail::ConversationCalls::stream_async(const Client& client, ChatRequest request,
+                                             AsyncOptions options, StreamCallbacks callbacks) {
+    auto executor = std::move(options.executor);
+    auto call =
+        std::make_shared<StreamCall>(client.state_, std::move(callbacks), std::move(executor));
+    call->begin(client, std::move(request), std::move(options), true);
+}
+
 Awaitable<ChatResponse> Client::co_complete(ChatRequest request, AsyncOptions options) const {
     std::shared_ptr<Executor> chosen = options.executor;
     return Awaitable<ChatResponse>(
@@ -665,19 +686,9 @@ void Client::complete_async(ChatRequest request, std::function<void(Result<ChatR
 }
 
 std::future<ChatResponse> Client::complete_async(ChatRequest request, AsyncOptions options) const {
-    auto promise = std::make_shared<std::promise<ChatResponse>>();
-    std::future<ChatResponse> future = promise->get_future();
-    complete_async(
-        std::move(request),
-        [promise](Result<ChatResponse> result) {
-            if (result) {
-                promise->set_value(std::move(result).value());
-            } else {
-                promise->set_exception(std::move(result).error());
-            }
-        },
-        std::move(options));
-    return future;
+    auto [future, handler] = detail::future_and_handler<ChatResponse>();
+    complete_async(std::move(request), std::move(handler), std::move(options));
+    return std::move(future);
 }
 
 namespace {

@@ -448,6 +448,10 @@ detail::ThreadPool& detail::ConversationCalls::tool_pool(const Client& client) {
     return *client.state_->tools;
 }
 
+std::shared_ptr<detail::WorkThread> detail::ConversationCalls::callbacks(const Client& client) {
+    return {client.state_, &client.state_->callbacks};
+}
+
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop,
                               const CallBudget& budget) const {
     check_call_budget(budget);

@@ -8,11 +8,14 @@
 #include <ullm/client/client.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <stop_token>
 
 namespace ullm::detail {
 
 class ThreadPool;
+class WorkThread;
 
 // `lane` is the conversation's lane in its provider's queue (`ProviderLimits`).
 struct ConversationCalls {
@@ -20,8 +23,16 @@ struct ConversationCalls {
                                                std::stop_token stop, std::uint64_t lane);
     [[nodiscard]] static ChatStream stream(const Client& client, ChatRequest request,
                                            std::stop_token stop, std::uint64_t lane);
+    /// As `Client::complete_async` and `Client::stream_async` (the lane in `options`).
+    static void complete_async(const Client& client, ChatRequest request, AsyncOptions options,
+                               std::function<void(Result<ChatResponse>)> on_done);
+    static void stream_async(const Client& client, ChatRequest request, AsyncOptions options,
+                             StreamCallbacks callbacks);
     /// The pool the conversation's tool callbacks run on.
     [[nodiscard]] static ThreadPool& tool_pool(const Client& client);
+    /// The client's callback thread: where async turns run without an executor of their own,
+    /// and where tool deadlines are timed. It shares the client's state.
+    [[nodiscard]] static std::shared_ptr<WorkThread> callbacks(const Client& client);
 };
 
 }  // namespace ullm::detail

@@ -9,12 +9,16 @@
 #include "../client/conversation_calls.hpp"
 #include "../client/structured_reply.hpp"
 #include "../core/event_queue.hpp"
+#include "../core/strand.hpp"
+#include "../core/thread_pool.hpp"
+#include "../core/work_thread.hpp"
 #include "conversation_state.hpp"
 #include "tool_runner.hpp"
 #include "tool_sequence.hpp"
 
 #include <exception>
 #include <mutex>
+#include <thread>
 
 namespace ullm {
 
@@ -89,6 +93,7 @@ public:
     // counted); otherwise the running `next()` throws `CancelledError` and ends it.
     void cancel() noexcept {
         stop_.request_stop();
+        if (async()) return;  // the operation under way ends soon, and the turn with it
         std::lock_guard lock(control_);
         if (!in_next_ && phase_ != Phase::finished) {
             fail(std::make_exception_ptr(CancelledError("the turn was cancelled")));
@@ -110,19 +115,42 @@ public:
             done();
             return event;
         } catch (...) {
-            fail(std::current_exception());
+            fail(abort_error_ ? abort_error_ : std::current_exception());
             done();
+            if (abort_error_) std::rethrow_exception(abort_error_);
             throw;
         }
     }
 
     [[nodiscard]] const std::optional<ConversationReply>& reply() const noexcept { return reply_; }
 
+    // Makes this an async turn: a step that would wait starts its operation instead and
+    // `next()` returns nullopt before the turn is `finished()`. When the operation ends,
+    // `resume(step)` is called (on any thread); its caller runs `step` on `strand` and pulls
+    // `next()` again. A streamed round's events go to `round_events` on `strand`.
+    void run_async(std::shared_ptr<Executor> strand,
+                   std::function<void(std::function<void()>)> resume,
+                   std::function<void(const StreamEvent&)> round_events) {
+        strand_ = std::move(strand);
+        resume_ = std::move(resume);
+        round_events_ = std::move(round_events);
+    }
+
+    // Async: ends the turn with `error` (a consumer's callback threw) as soon as no operation
+    // is under way; the one that is, is cancelled.
+    void abort(std::exception_ptr error) noexcept {
+        if (!abort_error_) abort_error_ = std::move(error);
+        stop_.request_stop();
+    }
+
+    [[nodiscard]] bool finished() const noexcept { return phase_ == Phase::finished; }
+
     // The reply of a finished turn, moved out.
     [[nodiscard]] ConversationReply take_reply() { return std::move(*reply_); }
 
 private:
-    enum class Phase { waiting, round_start, streaming, finished };
+    // `awaiting`: an async turn's operation is under way; `continuation_` is set when it ended.
+    enum class Phase { waiting, round_start, streaming, awaiting, finished };
 
     std::optional<StreamEvent> advance() {
         for (;;) {
@@ -130,7 +158,10 @@ private:
                 return pending_.take();
             }
             if (phase_ == Phase::finished) return std::nullopt;
-            if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
+            if (phase_ != Phase::awaiting) {
+                if (abort_error_) std::rethrow_exception(abort_error_);
+                if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
+            }
             switch (phase_) {
                 case Phase::waiting:
                     begin();
@@ -141,14 +172,47 @@ private:
                 case Phase::streaming:
                     pull_round_event();
                     break;
+                case Phase::awaiting:
+                    if (!continuation_) return std::nullopt;  // still under way
+                    std::exchange(continuation_, nullptr)();  // sets the next phase
+                    break;
                 case Phase::finished:
                     break;
             }
         }
     }
 
+    [[nodiscard]] bool async() const noexcept { return static_cast<bool>(resume_); }
+
+    // Async: the completion of an operation the turn now waits for. It hands `then(outcome)`
+    // to the turn's strand, where the next `next()` runs it.
+    template <class Outcome>
+    std::function<void(Outcome)> resumer(std::function<void(Outcome)> then) {
+        phase_ = Phase::awaiting;
+        return [this, resume = resume_, then = std::move(then)](Outcome outcome) mutable {
+            resume([this, then = std::move(then), outcome = std::move(outcome)]() mutable {
+                continuation_ = [then = std::move(then), outcome = std::move(outcome)]() mutable {
+                    then(std::move(outcome));
+                };
+            });
+        };
+    }
+
     void begin() {
+        if (async()) {
+            state_->queue->acquire_async(
+                stop_.get_token(), options_.wait_for_tools,
+                resumer<std::exception_ptr>([this](std::exception_ptr refused) {
+                    if (refused) std::rethrow_exception(refused);
+                    granted();
+                }));
+            return;
+        }
         state_->queue->acquire(stop_.get_token(), options_.wait_for_tools);
+        granted();
+    }
+
+    void granted() {
         holds_slot_ = true;
         {
             std::lock_guard lock(state_->mutex);
@@ -277,13 +341,30 @@ private:
         ++model_rounds_;
         // A round counts once its request is under way, even if it never answers.
         turn_totals_ += ConversationTotals{.rounds = 1};
-        if (streaming_) {
+        if (async()) {
+            AsyncOptions call{.stop = stop_.get_token(), .lane = lane()};
+            auto answered = resumer<Result<ChatResponse>>(
+                [this](Result<ChatResponse> reply) { round_answered(std::move(reply).value()); });
+            if (streaming_) {
+                call.executor = strand_;  // the round's events, then its end, on the strand
+                detail::ConversationCalls::stream_async(
+                    state_->client, std::move(request), std::move(call),
+                    {.on_event =
+                         [this](const StreamEvent& event) {
+                             if (event.type != StreamEvent::Type::done) round_events_(event);
+                         },
+                     .on_done = std::move(answered)});
+            } else {
+                detail::ConversationCalls::complete_async(state_->client, std::move(request),
+                                                          std::move(call), std::move(answered));
+            }
+        } else if (streaming_) {
             round_stream_.emplace(detail::ConversationCalls::stream(
                 state_->client, std::move(request), stop_.get_token(), lane()));
             phase_ = Phase::streaming;
         } else {
-            finish_round(settled(detail::ConversationCalls::complete(
-                state_->client, std::move(request), stop_.get_token(), lane())));
+            round_answered(detail::ConversationCalls::complete(state_->client, std::move(request),
+                                                               stop_.get_token(), lane()));
         }
     }
 
@@ -294,12 +375,13 @@ private:
         return std::hash<std::string>{}(options.tenant + '\n' + options.session_id);
     }
 
-    // The finished reply of a round: a background reply is waited for; a cancelled one fails
-    // the round. (A background stream ends with its finished response, or throws.)
-    ChatResponse settled(ChatResponse response) {
+    // A round's reply: a finished one goes on; a background reply is waited for; a cancelled
+    // one fails the round. (A background stream ends with its finished response, or throws.)
+    void round_answered(ChatResponse response) {
         switch (response.status) {
             case ResponseStatus::finished:
-                return response;
+                finish_round(std::move(response));
+                return;
             case ResponseStatus::cancelled:
                 throw_cancelled_response(response.response_id,
                                          {std::string(state_->route.provider->name()),
@@ -308,8 +390,27 @@ private:
             case ResponseStatus::in_progress:
                 break;
         }
-        return state_->client.wait_response(state_->model_spec, response.response_id,
-                                            conversation().background_poll, stop_.get_token());
+        const Client& client = state_->client;
+        if (!async()) {
+            round_answered(client.wait_response(state_->model_spec, response.response_id,
+                                                conversation().background_poll, stop_.get_token()));
+            return;
+        }
+        // Polling is blocking code: it waits on a thread of the tool pool, not the strand.
+        auto answered = resumer<Result<ChatResponse>>(
+            [this](Result<ChatResponse> reply) { round_answered(std::move(reply).value()); });
+        auto poll = [client, model = state_->model_spec, id = response.response_id,
+                     options = conversation().background_poll, stop = stop_.get_token(),
+                     answered]() mutable {
+            std::optional<Result<ChatResponse>> reply;
+            try {
+                reply.emplace(client.wait_response(model, id, options, stop));
+            } catch (...) {
+                reply.emplace(std::current_exception());
+            }
+            answered(std::move(*reply));
+        };
+        if (!detail::ConversationCalls::tool_pool(client).post(poll)) poll();
     }
 
     void pull_round_event() {
@@ -362,7 +463,7 @@ private:
             usage.usage = response.usage;
             pending_.push(std::move(usage));
         }
-        const detail::ToolRoundSettings settings{
+        detail::ToolRoundSettings settings{
             .pool = &detail::ConversationCalls::tool_pool(state_->client),
             .timeout = conversation().tool_execution_timeout,
             .validation = conversation().tool_validation,
@@ -373,9 +474,29 @@ private:
             .model = state_->route.model,
             .provider = std::string(state_->route.provider->name()),
             .turn_tag = options_.turn_tag,
-            .unknown_tool_text = conversation().unknown_tool_text};
-        detail::ToolRound round =
-            detail::run_tool_round(tools_, state_->queue, calls, settings, stop_.get_token());
+            .unknown_tool_text = conversation().unknown_tool_text,
+            // Deadlines are timed on the client's callback thread, no thread waits for them.
+            .timer = [callbacks = detail::ConversationCalls::callbacks(state_->client)](
+                         std::chrono::steady_clock::duration delay, std::function<void()> work) {
+                callbacks->post_after(delay, std::move(work));
+            }};
+        if (async()) {
+            // (Moved into the continuation: a std::function must be copyable, a response is.)
+            detail::start_tool_round(
+                tools_, state_->queue, calls, std::move(settings), stop_.get_token(),
+                resumer<detail::ToolRound>(
+                    [this, response = std::move(response)](detail::ToolRound round) mutable {
+                        after_tools(std::move(round), std::move(response));
+                    }));
+            return;
+        }
+        after_tools(
+            detail::run_tool_round(tools_, state_->queue, calls, settings, stop_.get_token()),
+            std::move(response));
+    }
+
+    // The rest of a round once its tools have run.
+    void after_tools(detail::ToolRound round, ChatResponse response) {
         if (round.cancelled) {
             // Every call is answered, so a kept interrupted turn leaves none dangling.
             unrun_calls_ += round.cancelled_calls;
@@ -585,11 +706,231 @@ private:
     detail::EventQueue<StreamEvent> pending_;
     std::optional<ConversationReply> reply_;
     std::exception_ptr failure_;
+    // Async only (see `run_async`).
+    std::shared_ptr<Executor> strand_;
+    std::function<void(std::function<void()>)> resume_;
+    std::function<void(const StreamEvent&)> round_events_;
+    std::function<void()> continuation_;
+    std::exception_ptr abort_error_;
     std::mutex control_;  ///< Orders `cancel()` from another thread against `next()`.
     bool in_next_ = false;
 };
 
+// One async turn: a `TurnRunner` pulled on a strand (the turn's executor, else the client's
+// callback thread) each time an operation it waits for has ended, its events and its end handed
+// to the caller's callbacks there. It holds itself until it has ended.
+class AsyncTurn final : public std::enable_shared_from_this<AsyncTurn> {
+public:
+    // Throws what the turn's checks throw (invalid options, an invalid user message).
+    AsyncTurn(const std::shared_ptr<Conversation::State>& state, Message user, SendOptions options,
+              bool streaming, TurnCallbacks callbacks, const std::shared_ptr<Executor>& executor)
+        : callbacks_thread_(ConversationCalls::callbacks(state->client)),
+          strand_(std::make_shared<detail::Strand>(executor ? executor : callbacks_thread_)),
+          callbacks_(std::move(callbacks)),
+          runner_(state, std::move(user), std::move(options), streaming) {}
+
+    // Starts the turn; its first step runs on the strand, never inside this call.
+    void start() {
+        self_ = shared_from_this();
+        const std::weak_ptr<AsyncTurn> weak = weak_from_this();
+        runner_.run_async(
+            strand_,
+            // Through the callback thread: an operation may end on any thread (a tool's, the
+            // one that freed the slot), and the strand's executor runs from where it is posted.
+            [weak, callbacks = callbacks_thread_](std::function<void()> step) {
+                callbacks->post([weak, step = std::move(step)]() mutable {
+                    const auto self = weak.lock();
+                    if (!self) return;
+                    self->strand_->post([self, step = std::move(step)] {
+                        step();
+                        self->drive();
+                    });
+                });
+            },
+            [weak](const StreamEvent& event) {
+                // The consumer's callback: what it throws ends the round's stream, and the turn.
+                if (const auto self = weak.lock(); self && self->callbacks_.on_event) {
+                    self->callbacks_.on_event(event);
+                }
+            });
+        strand_->post([self = self_] { self->drive(); });
+    }
+
+    void cancel() noexcept { runner_.cancel(); }
+
+    // Tells `on_done` on `executor` (else the client's callback thread) that a turn which never
+    // started failed with `error`.
+    static void refuse(const Client& client, const std::shared_ptr<Executor>& executor,
+                       std::function<void(Result<ConversationReply>)> on_done,
+                       std::exception_ptr error) {
+        auto tell = [on_done = std::move(on_done), error = std::move(error)]() mutable {
+            if (!on_done) return;
+            try {
+                on_done(Result<ConversationReply>(std::move(error)));
+            } catch (...) {
+                // What `on_done` throws is dropped.
+            }
+        };
+        if (executor) {
+            executor->post(std::move(tell));
+        } else {
+            ConversationCalls::callbacks(client)->post(std::move(tell));
+        }
+    }
+
+private:
+    // Pulls the turn until it waits for an operation or has ended.
+    void drive() {
+        if (!self_) return;  // ended already
+        for (;;) {
+            std::optional<StreamEvent> event;
+            try {
+                event = runner_.next();
+            } catch (...) {
+                end(Result<ConversationReply>(std::current_exception()));
+                return;
+            }
+            if (!event) {
+                if (runner_.finished()) end(Result<ConversationReply>(runner_.take_reply()));
+                return;
+            }
+            if (!callbacks_.on_event) continue;
+            try {
+                callbacks_.on_event(*event);
+            } catch (...) {
+                if (event->type == StreamEvent::Type::done) {
+                    end(Result<ConversationReply>(std::current_exception()));
+                    return;
+                }
+                runner_.abort(std::current_exception());
+            }
+        }
+    }
+
+    void end(Result<ConversationReply> result) {
+        const auto keep = std::move(self_);  // this call is the last use of the turn
+        if (!callbacks_.on_done) return;
+        try {
+            callbacks_.on_done(std::move(result));
+        } catch (...) {
+            // What `on_done` throws is dropped.
+        }
+    }
+
+    std::shared_ptr<WorkThread> callbacks_thread_;  ///< The client's.
+    std::shared_ptr<detail::Strand> strand_;
+    TurnCallbacks callbacks_;
+    TurnRunner runner_;
+    std::shared_ptr<AsyncTurn> self_;  ///< From `start` until the turn has ended.
+};
+
 }  // namespace detail
+
+void TurnHandle::cancel() const noexcept {
+    if (const auto turn = turn_.lock()) turn->cancel();
+}
+
+TurnHandle Conversation::send_stream_async(Message user_message, TurnCallbacks callbacks,
+                                           SendOptions options,
+                                           std::shared_ptr<Executor> executor) {
+    std::shared_ptr<detail::AsyncTurn> turn;
+    try {
+        turn = std::make_shared<detail::AsyncTurn>(state_, std::move(user_message),
+                                                   std::move(options), true, callbacks, executor);
+    } catch (...) {
+        detail::AsyncTurn::refuse(state_->client, executor, std::move(callbacks.on_done),
+                                  std::current_exception());
+        return {};
+    }
+    turn->start();
+    return TurnHandle(turn);
+}
+
+TurnHandle Conversation::send_async(Message user_message,
+                                    std::function<void(Result<ConversationReply>)> on_done,
+                                    SendOptions options, std::shared_ptr<Executor> executor) {
+    std::shared_ptr<detail::AsyncTurn> turn;
+    try {
+        turn =
+            std::make_shared<detail::AsyncTurn>(state_, std::move(user_message), std::move(options),
+                                                false, TurnCallbacks{.on_done = on_done}, executor);
+    } catch (...) {
+        detail::AsyncTurn::refuse(state_->client, executor, std::move(on_done),
+                                  std::current_exception());
+        return {};
+    }
+    turn->start();
+    return TurnHandle(turn);
+}
+
+TurnHandle Conversation::send_async(std::string text,
+                                    std::function<void(Result<ConversationReply>)> on_done,
+                                    SendOptions options, std::shared_ptr<Executor> executor) {
+    return send_async(Message::user(std::move(text)), std::move(on_done), std::move(options),
+                      std::move(executor));
+}
+
+std::future<ConversationReply> Conversation::send_async(Message user_message, SendOptions options) {
+    auto [future, handler] = detail::future_and_handler<ConversationReply>();
+    send_async(std::move(user_message), std::move(handler), std::move(options));
+    return std::move(future);
+}
+
+std::future<ConversationReply> Conversation::send_async(std::string text, SendOptions options) {
+    return send_async(Message::user(std::move(text)), std::move(options));
+}
+
+Awaitable<ConversationReply> Conversation::co_send(Message user_message, SendOptions options,
+                                                   std::shared_ptr<Executor> executor) {
+    return Awaitable<ConversationReply>(
+        [conversation = *this, user = std::move(user_message), options = std::move(options)](
+            std::shared_ptr<Executor> resume_on,
+            std::function<void(Result<ConversationReply>)> on_done) mutable {
+            (void)conversation.send_async(std::move(user), std::move(on_done), std::move(options),
+                                          std::move(resume_on));
+        },
+        std::move(executor));
+}
+
+Awaitable<ConversationReply> Conversation::co_send(Message user_message, SendOptions options) {
+    return co_send(std::move(user_message), std::move(options), nullptr);
+}
+
+Awaitable<ConversationReply> Conversation::co_send(Message user_message) {
+    return co_send(std::move(user_message), SendOptions{}, nullptr);
+}
+
+Awaitable<ConversationReply> Conversation::co_send(std::string text) {
+    return co_send(Message::user(std::move(text)), SendOptions{}, nullptr);
+}
+
+AsyncEventStream Conversation::co_send_stream(Message user_message, SendOptions options,
+                                              std::shared_ptr<Executor> resume_on) {
+    return AsyncEventStream(
+        [conversation = *this, user = std::move(user_message), options = std::move(options)](
+            std::shared_ptr<Executor> batches, std::function<void(const StreamEvent&)> on_event,
+            std::function<void(Result<ChatResponse>)> on_done) mutable {
+            const TurnHandle handle = conversation.send_stream_async(
+                std::move(user),
+                {.on_event = std::move(on_event),
+                 .on_done =
+                     [on_done = std::move(on_done)](Result<ConversationReply> outcome) {
+                         if (outcome) {
+                             on_done(Result<ChatResponse>(
+                                 static_cast<ChatResponse&&>(std::move(outcome).value())));
+                         } else {
+                             on_done(Result<ChatResponse>(std::move(outcome).error()));
+                         }
+                     }},
+                std::move(options), std::move(batches));
+            return std::function<void()>([handle] { handle.cancel(); });
+        },
+        std::move(resume_on));
+}
+
+AsyncEventStream Conversation::co_send_stream(Message user_message) {
+    return co_send_stream(std::move(user_message), SendOptions{}, nullptr);
+}
 
 ConversationStream::ConversationStream(std::unique_ptr<detail::TurnRunner> runner)
     : runner_(std::move(runner)) {}

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
 
+#include "../client/conversation_calls.hpp"
+#include "../core/work_thread.hpp"
 #include "instance_store.hpp"
 #include "mentions.hpp"
 
@@ -336,86 +339,187 @@ DialogTurn Dialog::send(const std::string& instance_name, std::string text) {
     return send(instance_name, Message::user(std::move(text)));
 }
 
-DialogTurn Dialog::send(const std::string& instance_name, Message user_message) {
-    const auto instance = state_->instance(instance_name);
-    Conversation* conversation = nullptr;
-    try {
-        // Loads a stored instance first, so that its turn ids count on from the stored one.
-        conversation = &state_->conversation_of(instance);
-    } catch (const Error& error) {
-        // Nothing ran and nothing was appended; a bad stored record is left as it is.
-        return {
-            DialogTurnStatus::failed, instance->turn_id.load(), error.message(), {}, error.code(),
-            std::current_exception()};
-    }
-    std::uint64_t id = 0;
-    std::stop_token stop;
-    const auto turn_cells = std::make_shared<CellHold>(state_->space->hold());
-    {
-        std::lock_guard lock(instance->mutex);
-        if (instance->pending) {
-            return {DialogTurnStatus::ignored,
-                    instance->turn_id.load(),
-                    "A turn of this instance is running; the message was ignored. Cancel it "
-                    "before sending a replacement.",
-                    instance->result,
-                    detail::report(ErrorCode::turn_in_progress),
-                    nullptr};
+namespace detail {
+
+// One turn of a dialog instance, from the check that it may start to the `DialogTurn` it ends
+// as: shared by `Dialog::send` and `Dialog::send_async`.
+class DialogTurnRun {
+public:
+    DialogTurnRun(std::shared_ptr<Dialog::State> dialog, std::shared_ptr<Dialog::Instance> instance)
+        : dialog_(std::move(dialog)), instance_(std::move(instance)) {}
+
+    // Takes the instance's turn; the answer when the turn cannot start (a failed load, a turn
+    // already running), else nullopt and `conversation()` runs it with `send_options()`.
+    std::optional<DialogTurn> start() {
+        try {
+            // Loads a stored instance first, so that its turn ids count on from the stored one.
+            conversation_ = &dialog_->conversation_of(instance_);
+        } catch (const Error& error) {
+            // Nothing ran and nothing was appended; a bad stored record is left as it is.
+            return DialogTurn{DialogTurnStatus::failed,
+                              instance_->turn_id.load(),
+                              error.message(),
+                              {},
+                              error.code(),
+                              std::current_exception()};
         }
-        id = std::max(instance->turn_id.load(), instance->stored_turn_id) + 1;
-        instance->turn_id = id;
-        instance->pending = true;
-        instance->stop = std::stop_source();
-        stop = instance->stop.get_token();
-        instance->last_activity = std::chrono::system_clock::now();
-        instance->interrupted.reset();
-        instance->turn_cells = turn_cells;
+        turn_cells_ = std::make_shared<CellHold>(dialog_->space->hold());
+        std::lock_guard lock(instance_->mutex);
+        if (instance_->pending) {
+            return DialogTurn{DialogTurnStatus::ignored,
+                              instance_->turn_id.load(),
+                              "A turn of this instance is running; the message was ignored. "
+                              "Cancel it before sending a replacement.",
+                              instance_->result,
+                              detail::report(ErrorCode::turn_in_progress),
+                              nullptr};
+        }
+        id_ = std::max(instance_->turn_id.load(), instance_->stored_turn_id) + 1;
+        instance_->turn_id = id_;
+        instance_->pending = true;
+        instance_->stop = std::stop_source();
+        stop_ = instance_->stop.get_token();
+        instance_->last_activity = std::chrono::system_clock::now();
+        instance_->interrupted.reset();
+        instance_->turn_cells = turn_cells_;
+        return std::nullopt;
     }
-    // Whatever happens, `pending` is cleared for this turn (never left stuck), and the cells
-    // the turn made known are kept as its transcript needs them, then let go.
-    const auto finish = [&](DialogTurn turn) {
-        state_->keep_cells(*instance);
-        turn_cells->clear();
-        std::lock_guard lock(instance->mutex);
-        if (instance->turn_cells == turn_cells) instance->turn_cells.reset();
-        if (instance->turn_id == id) instance->pending = false;
-        instance->last_activity = std::chrono::system_clock::now();
-        turn.turn_id = id;
-        turn.result = instance->result;
-        return turn;
-    };
-    try {
-        const auto reply = conversation->send(
-            std::move(user_message),
-            {.stop = stop, .turn_tag = std::to_string(id), .wait_for_tools = true});
+
+    [[nodiscard]] Conversation& conversation() const { return *conversation_; }
+
+    [[nodiscard]] SendOptions send_options() const {
+        return {.stop = stop_, .turn_tag = std::to_string(id_), .wait_for_tools = true};
+    }
+
+    // The turn as it ended. Whatever happened, `pending` is cleared for this turn (never left
+    // stuck), and the cells the turn made known are kept as its transcript needs them, then
+    // let go.
+    DialogTurn finish(const Result<ConversationReply>& outcome) {
         DialogTurn turn;
-        turn.text = reply.text;
-        turn.usage = reply.turn_usage;
-        return finish(std::move(turn));
-    } catch (const CancelledError& error) {
-        return finish({DialogTurnStatus::cancelled,
-                       0,
-                       "The turn was cancelled.",
-                       {},
-                       error.code(),
-                       std::current_exception()});
-    } catch (const Error& error) {
-        std::optional<InterruptedTurn> interrupted;
-        {
-            std::lock_guard lock(instance->mutex);
-            interrupted = instance->interrupted;
+        if (outcome) {
+            turn.text = outcome.value().text;
+            turn.usage = outcome.value().turn_usage;
+        } else {
+            turn = failed(outcome.error());
         }
-        // A record left by an earlier, cancelled turn that finished late is not this failure's.
-        if (interrupted && interrupted->code != error.code()) interrupted.reset();
-        const auto text =
-            failure_text(interrupted.value_or(InterruptedTurn{error.code(), error.message(), 0}));
-        return finish({DialogTurnStatus::failed,
-                       0,
-                       text.value_or(error.message()),
-                       {},
-                       error.code(),
-                       std::current_exception()});
+        dialog_->keep_cells(*instance_);
+        turn_cells_->clear();
+        std::lock_guard lock(instance_->mutex);
+        if (instance_->turn_cells == turn_cells_) instance_->turn_cells.reset();
+        if (instance_->turn_id == id_) instance_->pending = false;
+        instance_->last_activity = std::chrono::system_clock::now();
+        turn.turn_id = id_;
+        turn.result = instance_->result;
+        return turn;
     }
+
+private:
+    DialogTurn failed(const std::exception_ptr& error) const {
+        try {
+            std::rethrow_exception(error);
+        } catch (const CancelledError& cancelled) {
+            return {DialogTurnStatus::cancelled,
+                    0,
+                    "The turn was cancelled.",
+                    {},
+                    cancelled.code(),
+                    error};
+        } catch (const Error& failure) {
+            return failed(failure, error);
+        } catch (const std::exception& failure) {
+            // Not an ullm error (only an async turn gets here: `send` lets it through).
+            return {DialogTurnStatus::failed,
+                    0,
+                    std::string("I encountered an error generating a response: ") + failure.what(),
+                    {},
+                    detail::report(ErrorCode::turn_failed),
+                    error};
+        }
+    }
+
+    DialogTurn failed(const Error& failure, const std::exception_ptr& error) const {
+        {
+            std::optional<InterruptedTurn> interrupted;
+            {
+                std::lock_guard lock(instance_->mutex);
+                interrupted = instance_->interrupted;
+            }
+            // A record left by an earlier, cancelled turn that finished late is not this
+            // failure's.
+            if (interrupted && interrupted->code != failure.code()) interrupted.reset();
+            const auto text = failure_text(
+                interrupted.value_or(InterruptedTurn{failure.code(), failure.message(), 0}));
+            return {DialogTurnStatus::failed, 0,    text.value_or(failure.message()), {},
+                    failure.code(),           error};
+        }
+    }
+
+    std::shared_ptr<Dialog::State> dialog_;
+    std::shared_ptr<Dialog::Instance> instance_;
+    Conversation* conversation_ = nullptr;
+    std::shared_ptr<CellHold> turn_cells_;
+    std::uint64_t id_ = 0;
+    std::stop_token stop_;
+};
+
+}  // namespace detail
+
+DialogTurn Dialog::send(const std::string& instance_name, Message user_message) {
+    detail::DialogTurnRun run(state_, state_->instance(instance_name));
+    if (auto refused = run.start()) return std::move(*refused);
+    try {
+        return run.finish(run.conversation().send(std::move(user_message), run.send_options()));
+    } catch (const Error&) {
+        return run.finish(std::current_exception());
+    }
+}
+
+void Dialog::send_async(const std::string& instance_name, Message user_message,
+                        std::function<void(DialogTurn)> on_done,
+                        std::shared_ptr<Executor> executor) {
+    auto run = std::make_shared<detail::DialogTurnRun>(state_, state_->instance(instance_name));
+    if (auto refused = run->start()) {
+        // Told later, never inside this call, as every async outcome is.
+        auto tell = [on_done = std::move(on_done), turn = std::move(*refused)]() mutable {
+            if (on_done) on_done(std::move(turn));
+        };
+        if (executor) {
+            executor->post(std::move(tell));
+        } else {
+            detail::ConversationCalls::callbacks(state_->client)->post(std::move(tell));
+        }
+        return;
+    }
+    (void)run->conversation().send_async(
+        std::move(user_message),
+        [run, on_done = std::move(on_done)](Result<ConversationReply> outcome) {
+            DialogTurn turn = run->finish(outcome);
+            if (on_done) on_done(std::move(turn));
+        },
+        run->send_options(), std::move(executor));
+}
+
+std::future<DialogTurn> Dialog::send_async(const std::string& instance_name, std::string text) {
+    auto promise = std::make_shared<std::promise<DialogTurn>>();
+    std::future<DialogTurn> future = promise->get_future();
+    send_async(instance_name, Message::user(std::move(text)),
+               [promise](DialogTurn turn) { promise->set_value(std::move(turn)); });
+    return future;
+}
+
+Awaitable<DialogTurn> Dialog::co_send(const std::string& instance_name, Message user_message) {
+    return Awaitable<DialogTurn>(
+        [this, instance_name, user = std::move(user_message)](
+            std::shared_ptr<Executor> resume_on,
+            std::function<void(Result<DialogTurn>)> on_done) mutable {
+            send_async(
+                instance_name, std::move(user),
+                [on_done = std::move(on_done)](DialogTurn turn) {
+                    on_done(Result<DialogTurn>(std::move(turn)));
+                },
+                std::move(resume_on));
+        },
+        nullptr);
 }
 
 bool Dialog::append(const std::string& instance_name, std::vector<Message> messages) {

@@ -30,4 +30,9 @@ std::string failure_code(std::future<T>& future) {
     return error_code_of([&] { (void)shared.get(); });
 }
 
+template <class T>
+std::string failure_code(std::future<T>&& future) {
+    return failure_code(future);
+}
+
 }  // namespace ullm::test

@@ -5,6 +5,7 @@
 #include <ullm/tools/schema.hpp>
 
 #include <atomic>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -633,4 +634,69 @@ TEST_CASE("a handler past its tool deadline sees its stop token", "[dialog]") {
           std::string::npos);
     wait_until([&] { return saw_stop->load(); });
     CHECK(past_deadline->load());
+}
+
+TEST_CASE("send_async runs a dialog turn without a waiting thread, with send's rules",
+          "[dialog][async]") {
+    Notes n;
+    n.provider->push_tool_call("wait", json::object());  // alice, round 1
+    n.provider->push_text("alice done");                 // alice, round 2
+    n.provider->push_text("hello bob");                  // bob
+    auto dialog = n.dialog();
+    auto alice = dialog.send_async("alice", "start");
+    wait_until([&] { return n.started.load() == 1; });
+    CHECK(dialog.info("alice").pending);
+
+    // A message while the turn runs is ignored, told through the future like any outcome.
+    auto ignored = dialog.send_async("alice", "are you there?");
+    REQUIRE(ignored.wait_for(10s) == std::future_status::ready);
+    const auto refused = ignored.get();
+    CHECK(refused.status == ullm::DialogTurnStatus::ignored);
+    CHECK(refused.error_code == "turn_in_progress");
+
+    n.release = true;
+    REQUIRE(alice.wait_for(10s) == std::future_status::ready);
+    const auto done = alice.get();
+    CHECK(done.status == ullm::DialogTurnStatus::completed);
+    CHECK(done.text == "alice done");
+    CHECK(done.turn_id == 1);
+    CHECK_FALSE(dialog.info("alice").pending);
+    CHECK(dialog.transcript("alice").size() == 4);
+
+    // The callback form, on the executor-less default: the client's callback thread.
+    std::promise<ullm::DialogTurn> told;
+    const auto caller = std::this_thread::get_id();
+    std::atomic<bool> on_caller{true};
+    dialog.send_async("bob", ullm::Message::user("hi"), [&](ullm::DialogTurn turn) {
+        on_caller = std::this_thread::get_id() == caller;
+        told.set_value(std::move(turn));
+    });
+    auto bob = told.get_future();
+    REQUIRE(bob.wait_for(10s) == std::future_status::ready);
+    CHECK(bob.get().text == "hello bob");
+    CHECK_FALSE(on_caller);
+}
+
+TEST_CASE("an async dialog turn is cancelled and failed as a blocking one is", "[dialog][async]") {
+    Notes n;
+    n.provider->push_tool_call("wait", json::object());
+    auto dialog = n.dialog();
+    auto turn = dialog.send_async("alice", "start");
+    wait_until([&] { return n.started.load() == 1; });
+    CHECK(dialog.cancel("alice"));
+    REQUIRE(turn.wait_for(10s) == std::future_status::ready);
+    const auto cancelled = turn.get();
+    CHECK(cancelled.status == ullm::DialogTurnStatus::cancelled);
+    CHECK(cancelled.error_code == "cancelled");
+    CHECK(n.stopped);
+    wait_until([&] { return !dialog.info("alice").pending; });
+
+    // A provider failure is a failed turn whose text ends the transcript.
+    n.provider->push_error(std::make_exception_ptr(ullm::AuthenticationError("bad key", 401)));
+    auto failed = dialog.send_async("alice", "again");
+    REQUIRE(failed.wait_for(10s) == std::future_status::ready);
+    const auto outcome = failed.get();
+    CHECK(outcome.status == ullm::DialogTurnStatus::failed);
+    CHECK(outcome.error_code == "authentication_failed");
+    CHECK(dialog.transcript("alice").back().text() == outcome.text);
 }

@@ -221,6 +221,15 @@ private:
                 }
                 work();
                 if (!resume) return;
+                {
+                    // A batch that brought neither an event nor the end (a conversation turn
+                    // that only moved on) leaves the consumer waiting for the next one.
+                    std::lock_guard lock(held->mutex);
+                    if (held->events.empty() && !held->end && !held->closed) {
+                        held->waiting = resume;
+                        return;
+                    }
+                }
                 if (where) {
                     where->post([resume] { resume.resume(); });
                 } else {
@@ -275,11 +284,21 @@ private:
         // `resume_on`, else on the promise's executor (`promise_executor`), else where the
         // batch arrives.
         bool wait(std::coroutine_handle<> handle, std::shared_ptr<Executor> promise_executor) {
-            std::lock_guard lock(mutex);
-            if (!events.empty() || end || batch) return false;
-            if (!resume_on) resume_on = std::move(promise_executor);
-            waiting = handle;
-            return true;
+            for (;;) {
+                std::function<void()> work;
+                {
+                    std::lock_guard lock(mutex);
+                    if (!events.empty() || end) return false;
+                    if (!batch) {
+                        if (!resume_on) resume_on = std::move(promise_executor);
+                        waiting = handle;
+                        return true;
+                    }
+                    work = std::move(batch);
+                    batch = nullptr;
+                }
+                work();  // a batch that came meanwhile
+            }
         }
 
         std::optional<StreamEvent> pop() {

@@ -3,11 +3,14 @@
 /// `Conversation`: stored history, running totals, FIFO turns, the tool loop, budgets, context
 /// management, streaming and persistence in a session store.
 
+#include <ullm/client/awaitable.hpp>
 #include <ullm/client/budget.hpp>
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/context_manager.hpp>
 #include <ullm/conversation/snapshot.hpp>
+#include <ullm/core/executor.hpp>
 #include <ullm/core/message.hpp>
+#include <ullm/core/result.hpp>
 #include <ullm/detail/pull_iterator.hpp>
 #include <ullm/providers/chat.hpp>
 #include <ullm/tools/tool.hpp>
@@ -16,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -176,6 +180,7 @@ class Conversation;
 
 namespace detail {
 class TurnRunner;
+class AsyncTurn;
 
 /// `from` with its object taken from `decoded`.
 template <class T>
@@ -225,6 +230,33 @@ private:
     std::unique_ptr<detail::TurnRunner> runner_;
 };
 
+/// What `Conversation::send_stream_async` calls. A value type.
+struct TurnCallbacks {
+    /// Each event of the turn in order, the events `ConversationStream` yields (`done` last);
+    /// never two at once for one turn. If it throws, the turn ends: before `done` it is
+    /// cancelled (committing nothing, unless `on_interrupted_turn` keeps it); at `done` it is
+    /// already committed. Either way `on_done` receives the exception.
+    std::function<void(const StreamEvent&)> on_event;
+    /// Once, after every `on_event`: the turn's reply, or the error that ended it. What it
+    /// throws is dropped.
+    std::function<void(Result<ConversationReply>)> on_done;
+};
+
+/// Cancels a turn started by `Conversation::send_async` or `send_stream_async`: it ends with
+/// `CancelledError` soon, unless it ended first (as `SendOptions::stop` does). Dropping the
+/// handle does not cancel. Cheap to copy; thread-safe.
+class TurnHandle {
+public:
+    TurnHandle() = default;
+    /// Cancels the turn; idempotent, never blocks, a no-op once it has ended.
+    void cancel() const noexcept;
+
+private:
+    friend class Conversation;
+    explicit TurnHandle(std::weak_ptr<detail::AsyncTurn> turn) : turn_(std::move(turn)) {}
+    std::weak_ptr<detail::AsyncTurn> turn_;
+};
+
 /// A stateful conversation over one model: history, totals and a FIFO turn queue, with tools
 /// run automatically, budgets enforced, context trimmed and every committed turn persisted to
 /// the client's session store. A cheap handle: copies share one conversation. Thread-safe:
@@ -253,6 +285,66 @@ public:
 
     /// As `send_stream(std::string)`, with a whole user message.
     [[nodiscard]] ConversationStream send_stream(Message user_message, SendOptions options = {});
+
+    /// The turn of `send`, run without a thread that waits for it: waiting for the FIFO slot,
+    /// the model rounds and the tool rounds are each started and continued when they end, on
+    /// the client's callback thread (tools on the client's tool pool, as `send` runs them).
+    /// Returns at once; nothing throws here (invalid options included): the future gives the
+    /// reply or throws what `send` would have thrown. Turns from `send`, `send_stream` and the
+    /// async calls share one FIFO.
+    [[nodiscard]] std::future<ConversationReply> send_async(std::string text,
+                                                            SendOptions options = {});
+
+    /// As `send_async(std::string, …)`, with a whole user message.
+    [[nodiscard]] std::future<ConversationReply> send_async(Message user_message,
+                                                            SendOptions options = {});
+
+    /// As `send_async(text, options)`, calling `on_done` once with the outcome, never inside this
+    /// call: on `executor` when one is given, else on the client's callback thread. The turn's
+    /// own callbacks (`system_context`, a context manager, `on_compaction`, budget warnings,
+    /// `on_interrupted_turn`) and its session store writes run there too.
+    TurnHandle send_async(std::string text, std::function<void(Result<ConversationReply>)> on_done,
+                          SendOptions options = {}, std::shared_ptr<Executor> executor = nullptr);
+
+    /// As `send_async(std::string, on_done, …)`, with a whole user message.
+    TurnHandle send_async(Message user_message,
+                          std::function<void(Result<ConversationReply>)> on_done,
+                          SendOptions options = {}, std::shared_ptr<Executor> executor = nullptr);
+
+    /// The turn of `send_stream` pushed to `callbacks` as it runs, without a thread that waits
+    /// for it (see `send_async`). The model's events reach `on_event` as they arrive; the next
+    /// bytes of a round are read only after `on_event` has taken the last ones, so a slow
+    /// consumer holds back its own turn alone.
+    TurnHandle send_stream_async(Message user_message, TurnCallbacks callbacks,
+                                 SendOptions options = {},
+                                 std::shared_ptr<Executor> executor = nullptr);
+
+    /// `co_await conversation.co_send(user_message, options, executor)`: as `send_async`,
+    /// started when awaited; the coroutine is resumed as `Client::co_complete` resumes it
+    /// (`executor`, else the promise's `get_executor()`, else the client's callback thread).
+    /// (Overloads rather than default arguments, which g++ 12 may construct wrongly inside a
+    /// `co_await` expression; for the same reason, pass a named `SendOptions`, not a braced
+    /// one, inside `co_await`.)
+    [[nodiscard]] Awaitable<ConversationReply> co_send(Message user_message, SendOptions options,
+                                                       std::shared_ptr<Executor> executor);
+    /// As `co_send(user_message, options, nullptr)`.
+    [[nodiscard]] Awaitable<ConversationReply> co_send(Message user_message, SendOptions options);
+    /// As `co_send(user_message, {}, nullptr)`.
+    [[nodiscard]] Awaitable<ConversationReply> co_send(Message user_message);
+    /// As `co_send(Message::user(text))`.
+    [[nodiscard]] Awaitable<ConversationReply> co_send(std::string text);
+
+    /// A turn's events for a coroutine: `while (auto event = co_await stream.next())`, the events
+    /// `send_stream` yields, `done` last; the turn starts on the first `next()` and runs as
+    /// `send_stream_async` runs it, a batch of events handed over at a time (a slow coroutine
+    /// holds back its own turn alone). `response()` is the final model response once `done` is
+    /// taken; what the turn added is then in `history()`. Destroying the stream cancels the
+    /// turn. The coroutine resumes on `resume_on`, else the promise's `get_executor()`, else
+    /// the client's callback thread.
+    [[nodiscard]] AsyncEventStream co_send_stream(Message user_message, SendOptions options,
+                                                  std::shared_ptr<Executor> resume_on);
+    /// As `co_send_stream(user_message, {}, nullptr)`.
+    [[nodiscard]] AsyncEventStream co_send_stream(Message user_message);
 
     /// Structured output in a turn: sends `text` with `schema` as the turn's response format
     /// (in place of `ConversationOptions::response_format`), runs the turn as `send` does,

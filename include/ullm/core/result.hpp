@@ -5,6 +5,9 @@
 #include <ullm/core/error.hpp>
 
 #include <exception>
+#include <functional>
+#include <future>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -69,5 +72,24 @@ private:
 
     std::variant<T, std::exception_ptr> outcome_;
 };
+
+namespace detail {
+
+/// A future, and the handler that fulfils it with the value or the error of a `Result`: the
+/// future face of an async call that reports through a callback.
+template <class T>
+std::pair<std::future<T>, std::function<void(Result<T>)>> future_and_handler() {
+    auto promise = std::make_shared<std::promise<T>>();
+    std::future<T> future = promise->get_future();
+    return {std::move(future), [promise](Result<T> result) {
+                if (result) {
+                    promise->set_value(std::move(result).value());
+                } else {
+                    promise->set_exception(std::move(result).error());
+                }
+            }};
+}
+
+}  // namespace detail
 
 }  // namespace ullm

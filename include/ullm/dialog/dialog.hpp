@@ -3,7 +3,9 @@
 /// `Dialog`: conversations over a caller's cell space, one independent turn per instance (per
 /// user, per session), with the `DialogTool` catalog and a structured result.
 
+#include <ullm/client/awaitable.hpp>
 #include <ullm/client/client.hpp>
+#include <ullm/core/executor.hpp>
 #include <ullm/core/message.hpp>
 #include <ullm/core/usage.hpp>
 #include <ullm/dialog/cell_space.hpp>
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -131,6 +134,23 @@ public:
 
     /// As `send(instance, std::string)`, with a whole user message (images, documents).
     DialogTurn send(const std::string& instance, Message user_message);
+
+    /// As `send`, without a thread that waits for the turn (`Conversation::send_async` runs
+    /// it): `on_done` is called once with how it ended, never inside this call, on `executor`
+    /// when one is given, else on the client's callback thread. An instance kept in a session
+    /// store is loaded inside this call on first use. `cancel(instance)` ends it as it ends a
+    /// blocking turn. Throws `bad_alloc` only.
+    void send_async(const std::string& instance, Message user_message,
+                    std::function<void(DialogTurn)> on_done,
+                    std::shared_ptr<Executor> executor = nullptr);
+
+    /// As `send_async(instance, Message::user(text), on_done)`, the outcome in a future.
+    [[nodiscard]] std::future<DialogTurn> send_async(const std::string& instance, std::string text);
+
+    /// `co_await dialog.co_send(instance, message)`: as `send_async`, started when awaited; the
+    /// coroutine resumes as `Client::co_complete` resumes it (the promise's `get_executor()`,
+    /// else the client's callback thread). The dialog must outlive the `co_await`.
+    [[nodiscard]] Awaitable<DialogTurn> co_send(const std::string& instance, Message user_message);
 
     /// Appends `messages` to the instance's transcript unchanged, e.g. the messages of
     /// `generate_object`: tool calls and results keep their ids. Returns false, appending
