@@ -209,6 +209,19 @@ private:
         if (settled_ == calls_.size()) end(finish);
     }
 
+    // Runs `event` with the mutex held, unless the round has ended, then delivers the end it
+    // may have decided.
+    template <class Event>
+    void handle(Event&& event) {
+        Finish finish;
+        {
+            std::lock_guard lock(mutex_);
+            if (finished_) return;
+            event(finish);
+        }
+        finish.deliver();
+    }
+
     [[nodiscard]] bool done(std::size_t index) const {
         std::lock_guard lock(states_[index]->mutex);
         return states_[index]->done;
@@ -230,31 +243,23 @@ private:
 
     // Call `index` returned.
     void returned(std::size_t index) {
-        Finish finish;
-        {
-            std::lock_guard lock(mutex_);
-            if (finished_) return;
+        handle([&](Finish& finish) {
             if (cancelled_) {
                 if (all_returned()) end(finish);
             } else if (slots_[index] == Slot::running) {
                 answer(index);
                 start_calls(finish);
             } else if (slots_[index] == Slot::overdue) {
-                results_[index] = timeout_result(calls_[index], settings_.timeout);
-                slots_[index] = Slot::settled;
-                start_calls(finish);
+                time_out(index, finish);
             }
-        }
-        finish.deliver();
+        });
     }
 
     // Call `index` reached its deadline: it is asked to stop and given up to 100 ms to return
     // before it is answered with the timeout.
     void overdue(std::size_t index) {
-        Finish finish;
-        {
-            std::lock_guard lock(mutex_);
-            if (finished_ || cancelled_ || slots_[index] != Slot::running) return;
+        handle([&](Finish& finish) {
+            if (cancelled_ || slots_[index] != Slot::running) return;
             if (done(index)) {
                 answer(index);  // returned at the deadline; its own event is on the way
                 start_calls(finish);
@@ -264,30 +269,28 @@ private:
                 after(std::chrono::milliseconds(100),
                       [index](Round& round) { round.grace_over(index); });
             }
-        }
-        finish.deliver();
+        });
     }
 
     void grace_over(std::size_t index) {
-        Finish finish;
-        {
-            std::lock_guard lock(mutex_);
-            if (finished_ || cancelled_ || slots_[index] != Slot::overdue) return;
-            results_[index] = timeout_result(calls_[index], settings_.timeout);
-            slots_[index] = Slot::settled;
-            start_calls(finish);
-        }
-        finish.deliver();
+        handle([&](Finish& finish) {
+            if (!cancelled_ && slots_[index] == Slot::overdue) time_out(index, finish);
+        });
+    }
+
+    // An overdue call is answered with the timeout, returned or not.
+    void time_out(std::size_t index, Finish& finish) {
+        results_[index] = timeout_result(calls_[index], settings_.timeout);
+        slots_[index] = Slot::settled;
+        start_calls(finish);
     }
 
     // The turn was stopped: every call without an answer is asked to stop (or never starts)
     // and answered `Tool call cancelled`; the round ends once the calls started have returned,
     // or after 100 ms.
     void stop() {
-        Finish finish;
-        {
-            std::lock_guard lock(mutex_);
-            if (finished_ || cancelled_) return;
+        handle([&](Finish& finish) {
+            if (cancelled_) return;
             cancelled_ = true;
             for (std::size_t index = 0; index < calls_.size(); ++index) {
                 if (slots_[index] == Slot::settled) continue;
@@ -309,18 +312,11 @@ private:
                 after(std::chrono::milliseconds(100),
                       [](Round& round) { round.grace_after_stop(); });
             }
-        }
-        finish.deliver();
+        });
     }
 
     void grace_after_stop() {
-        Finish finish;
-        {
-            std::lock_guard lock(mutex_);
-            if (finished_) return;
-            end(finish);
-        }
-        finish.deliver();
+        handle([&](Finish& finish) { end(finish); });
     }
 
     [[nodiscard]] bool all_returned() const {

@@ -758,24 +758,35 @@ public:
 
     void cancel() noexcept { runner_.cancel(); }
 
-    // Tells `on_done` on `executor` (else the client's callback thread) that a turn which never
-    // started failed with `error`.
-    static void refuse(const Client& client, const std::shared_ptr<Executor>& executor,
-                       std::function<void(Result<ConversationReply>)> on_done,
-                       std::exception_ptr error) {
-        auto tell = [on_done = std::move(on_done), error = std::move(error)]() mutable {
-            if (!on_done) return;
-            try {
-                on_done(Result<ConversationReply>(std::move(error)));
-            } catch (...) {
-                // What `on_done` throws is dropped.
+    // Makes and starts a turn. A turn its checks refuse (invalid options, an invalid user
+    // message) never starts: `on_done` is told the error on `executor` (else the client's
+    // callback thread), and the handle is empty.
+    static TurnHandle launch(const std::shared_ptr<Conversation::State>& state, Message user,
+                             SendOptions options, bool streaming, TurnCallbacks callbacks,
+                             const std::shared_ptr<Executor>& executor) {
+        std::shared_ptr<AsyncTurn> turn;
+        try {
+            turn = std::make_shared<AsyncTurn>(state, std::move(user), std::move(options),
+                                               streaming, callbacks, executor);
+        } catch (...) {
+            auto tell = [on_done = std::move(callbacks.on_done),
+                         error = std::current_exception()]() mutable {
+                if (!on_done) return;
+                try {
+                    on_done(Result<ConversationReply>(std::move(error)));
+                } catch (...) {
+                    // What `on_done` throws is dropped.
+                }
+            };
+            if (executor) {
+                executor->post(std::move(tell));
+            } else {
+                ConversationCalls::callbacks(state->client)->post(std::move(tell));
             }
-        };
-        if (executor) {
-            executor->post(std::move(tell));
-        } else {
-            ConversationCalls::callbacks(client)->post(std::move(tell));
+            return {};
         }
+        turn->start();
+        return TurnHandle(turn);
     }
 
 private:
@@ -833,34 +844,16 @@ void TurnHandle::cancel() const noexcept {
 TurnHandle Conversation::send_stream_async(Message user_message, TurnCallbacks callbacks,
                                            SendOptions options,
                                            std::shared_ptr<Executor> executor) {
-    std::shared_ptr<detail::AsyncTurn> turn;
-    try {
-        turn = std::make_shared<detail::AsyncTurn>(state_, std::move(user_message),
-                                                   std::move(options), true, callbacks, executor);
-    } catch (...) {
-        detail::AsyncTurn::refuse(state_->client, executor, std::move(callbacks.on_done),
-                                  std::current_exception());
-        return {};
-    }
-    turn->start();
-    return TurnHandle(turn);
+    return detail::AsyncTurn::launch(state_, std::move(user_message), std::move(options), true,
+                                     std::move(callbacks), std::move(executor));
 }
 
 TurnHandle Conversation::send_async(Message user_message,
                                     std::function<void(Result<ConversationReply>)> on_done,
                                     SendOptions options, std::shared_ptr<Executor> executor) {
-    std::shared_ptr<detail::AsyncTurn> turn;
-    try {
-        turn =
-            std::make_shared<detail::AsyncTurn>(state_, std::move(user_message), std::move(options),
-                                                false, TurnCallbacks{.on_done = on_done}, executor);
-    } catch (...) {
-        detail::AsyncTurn::refuse(state_->client, executor, std::move(on_done),
-                                  std::current_exception());
-        return {};
-    }
-    turn->start();
-    return TurnHandle(turn);
+    return detail::AsyncTurn::launch(state_, std::move(user_message), std::move(options), false,
+                                     TurnCallbacks{.on_done = std::move(on_done)},
+                                     std::move(executor));
 }
 
 TurnHandle Conversation::send_async(std::string text,

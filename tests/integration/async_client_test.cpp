@@ -35,11 +35,7 @@ using ullm::test::TestServer;
 namespace {
 
 ullm::ClientOptions options_for(const TestServer& server) {
-    ullm::ClientOptions options;
-    options.retry.initial_backoff = 10ms;
-    options.providers = {std::make_shared<ullm::OpenAiChatProvider>(ullm::OpenAiChatOptions{
-        .api_key = "sk-test-secret", .base_url = server.base_url() + "/v1"})};
-    return options;
+    return ullm::test::chat_completion_client_options(server);
 }
 
 ullm::ChatRequest ask(std::string text = "Hi") {

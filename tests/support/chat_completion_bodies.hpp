@@ -1,10 +1,14 @@
 #pragma once
 
-// Chat Completions answers for tests that script the in-process server: one choice, 10 input
-// and 5 output tokens.
+// Chat Completions answers for tests that script the in-process server (one choice, 10 input
+// and 5 output tokens), and a client pointed at it.
 
+#include <ullm/client/client.hpp>
 #include <ullm/core/json.hpp>
+#include <ullm/providers/openai_chat.hpp>
 
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include "support/test_server.hpp"
@@ -25,6 +29,16 @@ inline ScriptedResponse chat_completion_reply(const std::string& content,
                                               const std::string& finish = "stop") {
     return ScriptedResponse::json(
         200, chat_completion_body({{"role", "assistant"}, {"content", content}}, finish).dump());
+}
+
+/// A client's options with one OpenAI Chat Completions provider on `server` and a 10 ms first
+/// retry backoff.
+inline ClientOptions chat_completion_client_options(const TestServer& server) {
+    ClientOptions options;
+    options.retry.initial_backoff = std::chrono::milliseconds(10);
+    options.providers = {std::make_shared<OpenAiChatProvider>(
+        OpenAiChatOptions{.api_key = "sk-test-secret", .base_url = server.base_url() + "/v1"})};
+    return options;
 }
 
 }  // namespace ullm::test

@@ -252,7 +252,7 @@ public:
     void cancel() const noexcept;
 
 private:
-    friend class Conversation;
+    friend class detail::AsyncTurn;
     explicit TurnHandle(std::weak_ptr<detail::AsyncTurn> turn) : turn_(std::move(turn)) {}
     std::weak_ptr<detail::AsyncTurn> turn_;
 };
