@@ -2,6 +2,8 @@
 
 #include <ullm/core/error.hpp>
 
+#include "fast_json.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -114,6 +116,7 @@ std::string valid_utf8(std::string text) {
 
 json parse_json_exact(std::string_view text) {
     if (text.find('\0') != std::string_view::npos) return json(json::value_t::discarded);
+    if (auto fast = parse_json_fast(text)) return std::move(*fast);
     return json::parse(text, nullptr, false);
 }
 

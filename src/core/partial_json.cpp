@@ -1,5 +1,7 @@
 #include <ullm/core/partial_json.hpp>
 
+#include "text.hpp"
+
 #include <string>
 #include <utility>
 
@@ -247,21 +249,7 @@ void PartialJsonParser::append_bytes(std::string_view bytes) {
 
 void PartialJsonParser::append_code_point(std::uint32_t code_point) {
     std::string bytes;
-    if (code_point < 0x80) {
-        bytes += static_cast<char>(code_point);
-    } else if (code_point < 0x800) {
-        bytes += static_cast<char>(0xC0 | (code_point >> 6));
-        bytes += static_cast<char>(0x80 | (code_point & 0x3F));
-    } else if (code_point < 0x10000) {
-        bytes += static_cast<char>(0xE0 | (code_point >> 12));
-        bytes += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-        bytes += static_cast<char>(0x80 | (code_point & 0x3F));
-    } else {
-        bytes += static_cast<char>(0xF0 | (code_point >> 18));
-        bytes += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
-        bytes += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-        bytes += static_cast<char>(0x80 | (code_point & 0x3F));
-    }
+    detail::append_utf8(bytes, code_point);
     append_bytes(bytes);
 }
 

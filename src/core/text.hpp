@@ -1,7 +1,8 @@
 #pragma once
 
-// Internal: the ASCII text helpers that headers and wire values need, locale-free.
+// Internal: the text helpers that headers and wire values need, locale-free.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,25 @@ constexpr std::string_view trim_space(std::string_view text) noexcept {
     if (first == std::string_view::npos) return {};
     const auto last = text.find_last_not_of(" \t\r\n");
     return text.substr(first, last - first + 1);
+}
+
+/// Appends the UTF-8 encoding of `code` (a scalar value, at most U+10FFFF) to `out`.
+inline void append_utf8(std::string& out, std::uint32_t code) {
+    if (code < 0x80) {
+        out += static_cast<char>(code);
+    } else if (code < 0x800) {
+        out += static_cast<char>(0xC0 | (code >> 6));
+        out += static_cast<char>(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+        out += static_cast<char>(0xE0 | (code >> 12));
+        out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (code >> 18));
+        out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code & 0x3F));
+    }
 }
 
 }  // namespace ullm::detail

@@ -30,7 +30,7 @@ fixtures=${ULLM_FIXTURES_DIR:-$repo/../shared/fixtures}
 all_targets="sse_parser ndjson_splitter json_array_splitter
 openai_chat_decode openai_responses_decode anthropic_decode gemini_decode embedding_decode
 openai_chat_stream openai_responses_stream anthropic_stream gemini_stream
-snapshot validator partial_json cli_decode"
+snapshot validator partial_json fast_json cli_decode"
 
 seconds=25
 runs=""
@@ -237,6 +237,10 @@ seed() {
     case $target in
         snapshot) add_hand_written "$dir" snapshot 0 && add_hand_written "$dir" snapshot 1 ;;
         validator) add_hand_written "$dir" validator 0 && add_hand_written "$dir" validator 1 ;;
+        fast_json)
+            add "$dir" "0" 0 raw $(fixture_files openai-chat '*.json') \
+                $(fixture_files anthropic '*.json') $(fixture_files gemini '*.json')
+            ;;
         partial_json)
             add "$dir" "128 128 3 16" cycle raw $(fixture_files openai-chat '*.json') \
                 $(fixture_files gemini '*.json')
@@ -249,7 +253,7 @@ seed() {
 dictionary() {
     case $1 in
         sse_parser) echo sse ;;
-        ndjson_splitter | json_array_splitter | snapshot | partial_json) echo json ;;
+        ndjson_splitter | json_array_splitter | snapshot | partial_json | fast_json) echo json ;;
         validator) echo schema ;;
         openai_chat_* | openai_responses_* | anthropic_* | gemini_*) echo "${1%_*}" ;;
         embedding_decode) echo embeddings ;;

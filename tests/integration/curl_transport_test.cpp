@@ -219,6 +219,66 @@ TEST_CASE("a blocking send is cancelled through its stop token", "[transport]") 
                     ullm::CancelledError);
 }
 
+TEST_CASE("a blocking send that goes silent fails with an idle timeout", "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .chunks = {"{\"partial\":"}, .stall = true});
+    ullm::CurlTransport transport;
+    auto request = post(server, "/v1/x");
+    request.idle_timeout = 200ms;
+    const auto error = capture<ullm::TransportError>([&] { (void)transport.send(request); });
+    CHECK(error.code() == "timeout");
+    CHECK(error.retryable());
+    CHECK(std::string(error.what()).find("no data received for 200 ms") != std::string::npos);
+}
+
+TEST_CASE("a send after a cancelled one works on a fresh connection", "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .body = "{}", .delay_before_headers = 10s});
+    server.enqueue(ScriptedResponse::json(200, R"({"second":true})"));
+    ullm::CurlTransport transport;
+    std::stop_source stop;
+    auto pending = std::async(std::launch::async, [&] {
+        return transport.send(post(server, "/v1/x"), stop.get_token());
+    });
+    REQUIRE(server.wait_for_requests(1, 2s));
+    stop.request_stop();
+    CHECK_THROWS_AS(pending.get(), ullm::CancelledError);
+    // The cancelled transfer's connection is closed, its handles serve the next send.
+    const auto answer = transport.send(post(server, "/v1/x"));
+    CHECK(answer.status == 200);
+    CHECK(answer.body == R"({"second":true})");
+    CHECK(server.connections_accepted() == 2);
+}
+
+TEST_CASE("concurrent blocking sends each get their own answer and keep their connections",
+          "[transport]") {
+    TestServer server;
+    server.set_handler([](const ullm::test::RecordedRequest& request) {
+        return ScriptedResponse::json(200, request.body);
+    });
+    ullm::CurlTransport transport;
+    constexpr int kThreads = 6;
+    constexpr int kRounds = 40;
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < kRounds; ++i) {
+                const std::string body =
+                    "{\"t\":" + std::to_string(t) + ",\"i\":" + std::to_string(i) + "}";
+                const auto answer = transport.send(post(server, "/v1/echo", body));
+                if (answer.status != 200 || answer.body != body) ++wrong;
+            }
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(wrong.load() == 0);
+    CHECK(server.request_count() == kThreads * kRounds);
+    // A send takes an idle handle pair, with its open connection, before making a new one: never
+    // more pairs, so connections, than sends at once.
+    CHECK(server.connections_accepted() <= kThreads);
+}
+
 TEST_CASE("a stream that goes silent fails with an idle timeout", "[transport]") {
     TestServer server;
     server.enqueue({.status = 200, .chunks = {"data: first\n\n"}, .stall = true});

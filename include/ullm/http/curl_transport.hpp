@@ -28,10 +28,13 @@ struct CurlTransportOptions {
     std::string user_agent = "ullm";
 };
 
-/// A `Transport` over libcurl. Every request and stream of one transport shares one curl multi
-/// handle driven by one I/O thread (connection reuse; HTTP/2 multiplexing where the server
-/// offers it); callers block on condition variables, so concurrent streams cost no thread each.
-/// Thread-safe. Streams may outlive the transport: they then fail with `connection_failed`.
+/// A `Transport` over libcurl. Streams and started requests of one transport share one curl
+/// multi handle driven by one I/O thread (connection reuse; HTTP/2 multiplexing where the server
+/// offers it), so concurrent streams and async calls cost no thread each. A blocking `send`
+/// drives its transfer on the calling thread instead, on a handle pair the transport keeps with
+/// its open connections for the next `send` (up to 64 idle pairs): no wake-up of the I/O thread
+/// and back. Thread-safe. Streams may outlive the transport: they then fail with
+/// `connection_failed`.
 class CurlTransport final : public Transport {
 public:
     /// Starts the I/O thread. Throws `TransportError` if libcurl cannot be initialised.

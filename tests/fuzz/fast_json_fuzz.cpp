@@ -1,0 +1,39 @@
+// Fuzz target: the fast JSON parser against nlohmann's. Whatever it accepts, nlohmann accepts
+// too and builds the same value with the same types; what nlohmann refuses, it declines; and
+// `parse_json_exact` (fast parser, nlohmann behind it) always gives nlohmann's value.
+//
+// Options byte: unused (the whole input after it is the payload).
+
+#include <ullm/detail/json_checks.hpp>
+
+#include "../../src/core/fast_json.hpp"
+#include "../support/same_json.hpp"
+#include "fuzz_support.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const auto input = ullm::fuzz::read_input(data, size);
+    if (!input) return 0;
+    const std::string text(input->payload);
+    const ullm::json reference = ullm::json::parse(text, nullptr, false);
+    const auto fast = ullm::detail::parse_json_fast(text);
+    if (fast && reference.is_discarded()) {
+        ullm::fuzz::finding("parse_json_fast accepted what nlohmann refuses",
+                            ullm::fuzz::show(*fast));
+    }
+    if (fast && !ullm::test::same_json(*fast, reference)) {
+        ullm::fuzz::finding("parse_json_fast differs from nlohmann",
+                            ullm::fuzz::show(*fast) + "\nnlohmann: " + ullm::fuzz::show(reference));
+    }
+    if (text.find('\0') == std::string::npos) {
+        const ullm::json exact = ullm::detail::parse_json_exact(text);
+        if (exact.is_discarded() != reference.is_discarded() ||
+            (!exact.is_discarded() && !ullm::test::same_json(exact, reference))) {
+            ullm::fuzz::finding("parse_json_exact differs from nlohmann");
+        }
+    }
+    return 0;
+}
