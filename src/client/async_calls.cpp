@@ -68,6 +68,7 @@ public:
             on_stop_.emplace(std::move(options.stop),
                              CancelOnStop<CompletionCall>{weak_from_this()});
         }
+        std::exception_ptr refused;
         try {
             route_ = detail::routed(owner, request, false, tools_checked);
             request_ = std::move(request);
@@ -93,9 +94,9 @@ public:
             limit_ = detail::Limit::of(*client_, route_.provider->name(), options.lane, http_,
                                        detail::max_output_tokens(request_));
         } catch (...) {
-            fail(std::current_exception());
-            return;
+            refused = std::current_exception();
         }
+        if (refused) return fail(std::move(refused));  // outside the handler: see fail()
         start_attempt();
     }
 
@@ -146,6 +147,7 @@ private:
     // callback thread.
     void wait_for_limits() {
         std::shared_ptr<detail::RequestLimiter::Waiter> waiter;
+        std::exception_ptr refused;
         try {
             waiter = limit_.limiter->request(
                 limit_.lane, limit_.tokens,
@@ -165,9 +167,9 @@ private:
                     }
                 });
         } catch (...) {
-            fail(std::current_exception());
-            return;
+            refused = std::current_exception();
         }
+        if (refused) return fail(std::move(refused));
         bool late_cancel = false;
         {
             std::lock_guard lock(mutex_);
@@ -184,6 +186,7 @@ private:
             return;
         }
         std::shared_ptr<PendingRequest> pending;
+        std::exception_ptr refused;
         try {
             pending = client_->transport->start(
                 http_,
@@ -197,9 +200,11 @@ private:
                     });
                 });
         } catch (...) {
+            refused = std::current_exception();
+        }
+        if (refused) {
             release_permit();
-            fail(std::current_exception());
-            return;
+            return fail(std::move(refused));
         }
         bool late_cancel = false;
         {
@@ -282,16 +287,20 @@ private:
                 error = std::current_exception();
             }
             CompletionCall& call = *self;
-            call.post_to_client(
-                [self = std::move(self), response = std::move(response), error]() mutable {
-                    self->finish(error ? Result<ChatResponse>(error)
-                                       : Result<ChatResponse>(std::move(*response)));
-                });
+            call.post_to_client([self = std::move(self), response = std::move(response),
+                                 error = std::move(error)]() mutable {
+                self->finish(error ? Result<ChatResponse>(std::move(error))
+                                   : Result<ChatResponse>(std::move(*response)));
+            });
         }).detach();
     }
 
     // Completes the call with `error` from the callback thread, whichever thread fails it (a
     // caller's routing error is never delivered inside `complete_async`).
+    // Call it outside any handler, holding no other reference to `error`: whoever drops the
+    // last reference frees the exception, and that must be the caller's thread after it has
+    // read it (libstdc++ counts references where TSan cannot see them, so a free by our thread
+    // after the caller's read shows as a race).
     void fail(std::exception_ptr error) noexcept {
         post_to_client([self = shared_from_this(), error = std::move(error)]() mutable {
             self->finish(Result<ChatResponse>(std::move(error)));
@@ -365,6 +374,7 @@ public:
     // the stream through `on_done`.
     void begin(const Client& owner, ChatRequest request, AsyncOptions options,
                bool tools_checked = false) {
+        std::exception_ptr refused;
         try {
             Route route = detail::routed(owner, request, true, tools_checked);
             if (options.budget) {
@@ -380,8 +390,12 @@ public:
                     client_, std::move(route), std::move(request), std::stop_token{}, options.lane);
             }
         } catch (...) {
-            // Told on the callback thread, after `stream_async` returned, as every outcome is.
-            post([self = shared_from_this(), error = std::current_exception()]() mutable {
+            refused = std::current_exception();
+        }
+        if (refused) {
+            // Told on the callback thread, after `stream_async` returned, as every outcome is
+            // (posted outside the handler: see CompletionCall::fail).
+            post([self = shared_from_this(), error = std::move(refused)]() mutable {
                 self->end(std::move(error));
             });
             return;

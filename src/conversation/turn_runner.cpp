@@ -147,6 +147,13 @@ public:
 
     // The reply of a finished turn, moved out.
     [[nodiscard]] ConversationReply take_reply() { return std::move(*reply_); }
+    // Drops the runner's references to the error it ended with, so that the caller's copy is
+    // the last one and is freed on the caller's thread, not on ours behind its back.
+    void release_failure() noexcept {
+        std::lock_guard lock(control_);
+        failure_ = nullptr;
+        abort_error_ = nullptr;
+    }
 
 private:
     // `awaiting`: an async turn's operation is under way; `continuation_` is set when it ended.
@@ -765,28 +772,32 @@ public:
                              SendOptions options, bool streaming, TurnCallbacks callbacks,
                              const std::shared_ptr<Executor>& executor) {
         std::shared_ptr<AsyncTurn> turn;
+        std::exception_ptr refused;
         try {
             turn = std::make_shared<AsyncTurn>(state, std::move(user), std::move(options),
                                                streaming, callbacks, executor);
         } catch (...) {
-            auto tell = [on_done = std::move(callbacks.on_done),
-                         error = std::current_exception()]() mutable {
-                if (!on_done) return;
-                try {
-                    on_done(Result<ConversationReply>(std::move(error)));
-                } catch (...) {
-                    // What `on_done` throws is dropped.
-                }
-            };
-            if (executor) {
-                executor->post(std::move(tell));
-            } else {
-                ConversationCalls::callbacks(state->client)->post(std::move(tell));
-            }
-            return {};
+            refused = std::current_exception();
         }
-        turn->start();
-        return TurnHandle(turn);
+        if (turn) {
+            turn->start();
+            return TurnHandle(turn);
+        }
+        // Posted outside the handler, so that the caller's copy of the error is its last one.
+        auto tell = [on_done = std::move(callbacks.on_done), error = std::move(refused)]() mutable {
+            if (!on_done) return;
+            try {
+                on_done(Result<ConversationReply>(std::move(error)));
+            } catch (...) {
+                // What `on_done` throws is dropped.
+            }
+        };
+        if (executor) {
+            executor->post(std::move(tell));
+        } else {
+            ConversationCalls::callbacks(state->client)->post(std::move(tell));
+        }
+        return {};
     }
 
 private:
@@ -795,12 +806,13 @@ private:
         if (!self_) return;  // ended already
         for (;;) {
             std::optional<StreamEvent> event;
+            std::exception_ptr failure;
             try {
                 event = runner_.next();
             } catch (...) {
-                end(Result<ConversationReply>(std::current_exception()));
-                return;
+                failure = std::current_exception();
             }
+            if (failure) return fail(std::move(failure));  // outside the handler: see fail()
             if (!event) {
                 if (runner_.finished()) end(Result<ConversationReply>(runner_.take_reply()));
                 return;
@@ -809,13 +821,19 @@ private:
             try {
                 callbacks_.on_event(*event);
             } catch (...) {
-                if (event->type == StreamEvent::Type::done) {
-                    end(Result<ConversationReply>(std::current_exception()));
-                    return;
-                }
-                runner_.abort(std::current_exception());
+                failure = std::current_exception();
             }
+            if (!failure) continue;
+            if (event->type == StreamEvent::Type::done) return fail(std::move(failure));
+            runner_.abort(std::move(failure));
         }
+    }
+
+    // Ends the turn with `failure`, holding no other reference to it (not in the runner, not in
+    // an active handler), so the caller's copy is the last and is freed on the caller's thread.
+    void fail(std::exception_ptr failure) {
+        runner_.release_failure();
+        end(Result<ConversationReply>(std::move(failure)));
     }
 
     void end(Result<ConversationReply> result) {
