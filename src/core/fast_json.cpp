@@ -5,7 +5,6 @@
 #include "text.hpp"
 
 #include <charconv>
-#include <cstdint>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -17,8 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::size_t kMaxDepth = 512;
-
 int hex_digit(char c) noexcept {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -26,9 +23,11 @@ int hex_digit(char c) noexcept {
     return -1;
 }
 
-class Parser {
+// Builds the value in place: each container that is still open, and the slot the next value
+// goes into.
+class DomBuilder {
 public:
-    explicit Parser(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+    explicit DomBuilder(std::string_view text) : lexer_(text) {}
 
     // The whole text as one value, or false to decline.
     bool parse(json& root) {
@@ -36,54 +35,63 @@ public:
         json* slot = &root;       // where the next value goes
         for (;;) {
             // A value into `slot`; a container that is not empty opens and asks for its first.
-            skip_space();
-            if (p_ == end_) return false;
-            switch (*p_) {
+            lexer_.skip_space();
+            if (lexer_.at_end()) return false;
+            switch (lexer_.peek()) {
                 case '{':
                 case '[': {
-                    const bool object = *p_++ == '{';
+                    const bool object = lexer_.take() == '{';
                     *slot = object ? json::object() : json::array();
-                    skip_space();
-                    if (p_ != end_ && *p_ == (object ? '}' : ']')) {
-                        ++p_;
-                        break;
-                    }
-                    if (open.size() == kMaxDepth) return false;
+                    if (lexer_.take_after_space(object ? '}' : ']')) break;
+                    if (open.size() == FastJsonLexer::max_depth) return false;
                     open.push_back(slot);
                     slot = element(*slot);
                     if (slot == nullptr) return false;
                     continue;
                 }
                 case '"': {
-                    ++p_;
+                    lexer_.take();
                     std::string text;
-                    if (!string(text)) return false;
+                    if (!lexer_.string(text)) return false;
                     *slot = std::move(text);
                     break;
                 }
                 case 't':
-                    if (!literal("true")) return false;
+                    if (!lexer_.literal("true")) return false;
                     *slot = true;
                     break;
                 case 'f':
-                    if (!literal("false")) return false;
+                    if (!lexer_.literal("false")) return false;
                     *slot = false;
                     break;
                 case 'n':
-                    if (!literal("null")) return false;
+                    if (!lexer_.literal("null")) return false;
                     *slot = nullptr;
                     break;
-                default:
-                    if (!number(*slot)) return false;
+                default: {
+                    FastJsonLexer::Number number;
+                    if (!lexer_.number(number)) return false;
+                    switch (number.kind) {
+                        case FastJsonLexer::Number::Kind::unsigned_integer:
+                            *slot = number.unsigned_value;
+                            break;
+                        case FastJsonLexer::Number::Kind::integer:
+                            *slot = number.integer_value;
+                            break;
+                        case FastJsonLexer::Number::Kind::floating:
+                            *slot = number.float_value;
+                            break;
+                    }
                     break;
+                }
             }
             // The value is done: close what it completes, or move to the next member.
             for (;;) {
-                skip_space();
-                if (open.empty()) return p_ == end_;
-                if (p_ == end_) return false;
+                lexer_.skip_space();
+                if (open.empty()) return lexer_.at_end();
+                if (lexer_.at_end()) return false;
                 json& container = *open.back();
-                const char c = *p_++;
+                const char c = lexer_.take();
                 if (c == ',') {
                     slot = element(container);
                     if (slot == nullptr) return false;
@@ -96,178 +104,170 @@ public:
     }
 
 private:
-    void skip_space() noexcept {
-        while (p_ != end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
-    }
-
-    bool literal(std::string_view word) noexcept {
-        if (static_cast<std::size_t>(end_ - p_) < word.size() ||
-            std::string_view(p_, word.size()) != word) {
-            return false;
-        }
-        p_ += word.size();
-        return true;
-    }
-
     // The slot of a container's next element: an array's new last one, or an object's member
     // named by the key and colon that come next. A key that comes again replaces the earlier
     // value, as nlohmann does. Null when the key is not well-formed.
     json* element(json& container) {
         if (container.is_array()) return &container.get_ref<json::array_t&>().emplace_back();
-        skip_space();
-        if (p_ == end_ || *p_ != '"') return nullptr;
-        ++p_;
         std::string key;
-        if (!string(key)) return nullptr;
-        skip_space();
-        if (p_ == end_ || *p_ != ':') return nullptr;
-        ++p_;
+        if (!lexer_.take_after_space('"') || !lexer_.string(key) || !lexer_.take_after_space(':')) {
+            return nullptr;
+        }
         auto& members = container.get_ref<json::object_t&>();
         return &members.insert_or_assign(std::move(key), json()).first->second;
     }
 
-    // The rest of a string after its opening quote, into `out`. nlohmann's rules: no control
-    // character unescaped, valid UTF-8 only, a surrogate escape only in a pair.
-    bool string(std::string& out) {
-        for (;;) {
-            const char* start = p_;
-            bool wide = false;
-            while (p_ != end_) {
-                const auto byte = static_cast<unsigned char>(*p_);
-                if (byte == '"' || byte == '\\' || byte < 0x20) break;
-                wide = wide || byte >= 0x80;
-                ++p_;
-            }
-            if (p_ == end_) return false;
-            const std::string_view run(start, static_cast<std::size_t>(p_ - start));
-            if (wide && !is_valid_utf8(run)) return false;
-            out.append(run);
-            const char c = *p_++;
-            if (c == '"') return true;
-            if (c != '\\' || p_ == end_) return false;  // a control character, or a cut escape
-            switch (*p_++) {
-                case '"':
-                    out += '"';
-                    break;
-                case '\\':
-                    out += '\\';
-                    break;
-                case '/':
-                    out += '/';
-                    break;
-                case 'b':
-                    out += '\b';
-                    break;
-                case 'f':
-                    out += '\f';
-                    break;
-                case 'n':
-                    out += '\n';
-                    break;
-                case 'r':
-                    out += '\r';
-                    break;
-                case 't':
-                    out += '\t';
-                    break;
-                case 'u': {
-                    std::uint32_t code = 0;
-                    if (!hex4(code)) return false;
-                    if (code >= 0xDC00 && code <= 0xDFFF) return false;
-                    if (code >= 0xD800 && code <= 0xDBFF) {
-                        std::uint32_t low = 0;
-                        if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
-                        p_ += 2;
-                        if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
-                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-                    }
-                    append_utf8(out, code);
-                    break;
-                }
-                default:
-                    return false;
-            }
-        }
-    }
-
-    bool hex4(std::uint32_t& code) noexcept {
-        if (end_ - p_ < 4) return false;
-        for (int i = 0; i < 4; ++i) {
-            const int digit = hex_digit(*p_++);
-            if (digit < 0) return false;
-            code = (code << 4) | static_cast<std::uint32_t>(digit);
-        }
-        return true;
-    }
-
-    // JSON's number grammar. An integer becomes `number_unsigned` (not negative) or
-    // `number_integer` (negative) as with nlohmann; anything with a fraction or an exponent a
-    // double, correctly rounded as nlohmann's strtod rounds it. Declines what overflows.
-    bool number(json& out) {
-        const char* start = p_;
-        const bool negative = *p_ == '-';
-        if (negative) ++p_;
-        if (p_ == end_) return false;
-        std::uint64_t magnitude = 0;
-        bool overflow = false;
-        if (*p_ == '0') {
-            ++p_;
-        } else if (*p_ >= '1' && *p_ <= '9') {
-            while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
-                const auto digit = static_cast<std::uint64_t>(*p_ - '0');
-                overflow = overflow || magnitude > (UINT64_MAX - digit) / 10;
-                magnitude = magnitude * 10 + digit;
-                ++p_;
-            }
-        } else {
-            return false;
-        }
-        bool integral = true;
-        if (p_ != end_ && *p_ == '.') {
-            integral = false;
-            ++p_;
-            if (!digits()) return false;
-        }
-        if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
-            integral = false;
-            ++p_;
-            if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
-            if (!digits()) return false;
-        }
-        if (integral) {
-            if (overflow) return false;
-            if (!negative) {
-                out = magnitude;
-                return true;
-            }
-            if (magnitude > std::uint64_t{1} << 63) return false;
-            out = magnitude == std::uint64_t{1} << 63 ? INT64_MIN
-                                                      : -static_cast<std::int64_t>(magnitude);
-            return true;
-        }
-        double value = 0;
-        const auto [end, error] = std::from_chars(start, p_, value);
-        if (error != std::errc() || end != p_) return false;
-        out = value;
-        return true;
-    }
-
-    bool digits() noexcept {
-        const char* start = p_;
-        while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
-        return p_ != start;
-    }
-
-    const char* p_;
-    const char* end_;
+    FastJsonLexer lexer_;
 };
 
 }  // namespace
 
+bool FastJsonLexer::literal(std::string_view word) noexcept {
+    if (static_cast<std::size_t>(end_ - p_) < word.size() ||
+        std::string_view(p_, word.size()) != word) {
+        return false;
+    }
+    p_ += word.size();
+    return true;
+}
+
+bool FastJsonLexer::string(std::string& out) {
+    for (;;) {
+        const char* start = p_;
+        bool wide = false;
+        while (p_ != end_) {
+            const auto byte = static_cast<unsigned char>(*p_);
+            if (byte == '"' || byte == '\\' || byte < 0x20) break;
+            wide = wide || byte >= 0x80;
+            ++p_;
+        }
+        if (p_ == end_) return false;
+        const std::string_view run(start, static_cast<std::size_t>(p_ - start));
+        if (wide && !is_valid_utf8(run)) return false;
+        out.append(run);
+        const char c = *p_++;
+        if (c == '"') return true;
+        if (c != '\\' || p_ == end_) return false;  // a control character, or a cut escape
+        switch (*p_++) {
+            case '"':
+                out += '"';
+                break;
+            case '\\':
+                out += '\\';
+                break;
+            case '/':
+                out += '/';
+                break;
+            case 'b':
+                out += '\b';
+                break;
+            case 'f':
+                out += '\f';
+                break;
+            case 'n':
+                out += '\n';
+                break;
+            case 'r':
+                out += '\r';
+                break;
+            case 't':
+                out += '\t';
+                break;
+            case 'u': {
+                std::uint32_t code = 0;
+                if (!hex4(code)) return false;
+                if (code >= 0xDC00 && code <= 0xDFFF) return false;
+                if (code >= 0xD800 && code <= 0xDBFF) {
+                    std::uint32_t low = 0;
+                    if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
+                    p_ += 2;
+                    if (!hex4(low) || low < 0xDC00 || low > 0xDFFF) return false;
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                }
+                append_utf8(out, code);
+                break;
+            }
+            default:
+                return false;
+        }
+    }
+}
+
+bool FastJsonLexer::hex4(std::uint32_t& code) noexcept {
+    if (end_ - p_ < 4) return false;
+    for (int i = 0; i < 4; ++i) {
+        const int digit = hex_digit(*p_++);
+        if (digit < 0) return false;
+        code = (code << 4) | static_cast<std::uint32_t>(digit);
+    }
+    return true;
+}
+
+// JSON's number grammar. A double is correctly rounded, as nlohmann's strtod rounds it;
+// declines what overflows.
+bool FastJsonLexer::number(Number& out) {
+    const char* start = p_;
+    const bool negative = *p_ == '-';
+    if (negative) ++p_;
+    if (p_ == end_) return false;
+    std::uint64_t magnitude = 0;
+    bool overflow = false;
+    if (*p_ == '0') {
+        ++p_;
+    } else if (*p_ >= '1' && *p_ <= '9') {
+        while (p_ != end_ && *p_ >= '0' && *p_ <= '9') {
+            const auto digit = static_cast<std::uint64_t>(*p_ - '0');
+            overflow = overflow || magnitude > (UINT64_MAX - digit) / 10;
+            magnitude = magnitude * 10 + digit;
+            ++p_;
+        }
+    } else {
+        return false;
+    }
+    bool integral = true;
+    if (p_ != end_ && *p_ == '.') {
+        integral = false;
+        ++p_;
+        if (!digits()) return false;
+    }
+    if (p_ != end_ && (*p_ == 'e' || *p_ == 'E')) {
+        integral = false;
+        ++p_;
+        if (p_ != end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+        if (!digits()) return false;
+    }
+    out.text = std::string_view(start, static_cast<std::size_t>(p_ - start));
+    if (integral) {
+        if (overflow) return false;
+        if (!negative) {
+            out.kind = Number::Kind::unsigned_integer;
+            out.unsigned_value = magnitude;
+            return true;
+        }
+        if (magnitude > std::uint64_t{1} << 63) return false;
+        out.kind = Number::Kind::integer;
+        out.integer_value =
+            magnitude == std::uint64_t{1} << 63 ? INT64_MIN : -static_cast<std::int64_t>(magnitude);
+        return true;
+    }
+    double value = 0;
+    const auto [end, error] = std::from_chars(start, p_, value);
+    if (error != std::errc() || end != p_) return false;
+    out.kind = Number::Kind::floating;
+    out.float_value = value;
+    return true;
+}
+
+bool FastJsonLexer::digits() noexcept {
+    const char* start = p_;
+    while (p_ != end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    return p_ != start;
+}
+
 std::optional<json> parse_json_fast(std::string_view text) {
     json root;
-    Parser parser(text);
-    if (!parser.parse(root)) return std::nullopt;
+    DomBuilder builder(text);
+    if (!builder.parse(root)) return std::nullopt;
     return root;
 }
 

@@ -6,6 +6,8 @@
 #include <ullm/core/json.hpp>
 #include <ullm/detail/json_checks.hpp>
 
+#include "../core/fast_json.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -46,10 +48,9 @@ json parse_stream_json(std::string_view data, MakeOrigin&& make_origin, std::str
     return value;
 }
 
-/// The base of the SAX readers of a decoder's fast path (`json::sax_parse`): the types nlohmann
-/// asks for, and every callback refusing (returning false, which ends the parse) or, for a
-/// parse error, reporting failure. A reader hides the callbacks of what it accepts. The lexer
-/// is the DOM parser's, so a text one rejects the other rejects too.
+/// The base of the SAX readers of a decoder's fast path (`read_with`): the types nlohmann asks
+/// for, and every callback refusing (returning false, which ends the parse) or, for a parse
+/// error, reporting failure. A reader hides the callbacks of what it accepts.
 struct RefusingSaxReader {
     using number_integer_t = json::number_integer_t;
     using number_unsigned_t = json::number_unsigned_t;
@@ -76,12 +77,11 @@ struct RefusingSaxReader {
 };
 
 /// Runs `reader` over `data` (see `RefusingSaxReader`); true when it accepted the whole text.
-/// A NUL byte, which nlohmann's lexer takes for the end of the text (letting junk after it
-/// through), is refused up front, as `parse_json_exact` does.
+/// False sends the decoder to its general path, which parses with `parse_json_exact`: the fast
+/// lexer accepts only what nlohmann accepts, with the same values, and declines the rest.
 template <class Reader>
 bool read_with(std::string_view data, Reader& reader) {
-    if (data.find('\0') != std::string_view::npos) return false;
-    return json::sax_parse(data, &reader, json::input_format_t::json, true);
+    return sax_parse_fast(data, reader);
 }
 
 }  // namespace ullm::detail

@@ -52,11 +52,9 @@ void ResponseBuilder::set_finish(FinishReason reason, std::string raw) {
     raw_finish_ = std::move(raw);
 }
 
-ChatResponse ResponseBuilder::build(std::string provider) const {
+ChatResponse ResponseBuilder::build(std::string provider) && {
     ChatResponse response;
     response.message.role = Role::assistant;
-    response.message.parts = parts_;
-    response.message.replay = replay_;
     for (const auto& part : parts_) {
         if (const auto* text = std::get_if<TextPart>(&part)) response.text += text->text;
         if (const auto* reasoning = std::get_if<ReasoningPart>(&part)) {
@@ -65,16 +63,18 @@ ChatResponse ResponseBuilder::build(std::string provider) const {
         if (const auto* call = std::get_if<ToolCallPart>(&part))
             response.tool_calls.push_back(*call);
     }
+    response.message.parts = std::move(parts_);
+    response.message.replay = std::move(replay_);
     response.finish_reason = finish_.value_or(FinishReason::stop);
     if (response.finish_reason == FinishReason::stop && !response.tool_calls.empty()) {
         response.finish_reason = FinishReason::tool_call;
     }
-    response.raw_finish_reason = raw_finish_;
+    response.raw_finish_reason = std::move(raw_finish_);
     response.usage = usage_;
-    response.model = model_;
+    response.model = std::move(model_);
     response.provider = std::move(provider);
-    response.request_id = request_id_;
-    response.refusal = refusal_;
+    response.request_id = std::move(request_id_);
+    response.refusal = std::move(refusal_);
     return response;
 }
 

@@ -34,9 +34,10 @@ public:
     [[nodiscard]] const std::string& model() const noexcept { return model_; }
     Usage& usage() noexcept { return usage_; }
 
-    /// The response so far. A finish reason of `stop` becomes `tool_call` when the message
-    /// holds tool calls (some providers say "stop" even then).
-    [[nodiscard]] ChatResponse build(std::string provider) const;
+    /// The response, built once at the end: what the builder holds is moved into it. A finish
+    /// reason of `stop` becomes `tool_call` when the message holds tool calls (some providers
+    /// say "stop" even then).
+    [[nodiscard]] ChatResponse build(std::string provider) &&;
 
 private:
     std::vector<Part> parts_;

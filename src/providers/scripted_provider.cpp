@@ -65,7 +65,7 @@ void ScriptedProvider::push_text(std::string text, Usage usage) {
     builder.add_text(text);
     builder.usage() = usage;
     builder.set_finish(FinishReason::stop, "stop");
-    push(builder.build(name_));
+    push(std::move(builder).build(name_));
 }
 
 void ScriptedProvider::push_tool_call(std::string name, json arguments, std::string text,
@@ -79,7 +79,7 @@ void ScriptedProvider::push_tool_call(std::string name, json arguments, std::str
     builder.add_tool_call({std::move(id), std::move(name), std::move(arguments)});
     builder.usage() = usage;
     builder.set_finish(FinishReason::tool_call, "tool_call");
-    push(builder.build(name_));
+    push(std::move(builder).build(name_));
 }
 
 void ScriptedProvider::push_events(std::vector<StreamEvent> events) {
@@ -94,7 +94,7 @@ void ScriptedProvider::push_events(std::vector<StreamEvent> events) {
             }
             if (event.usage) builder.usage() = *event.usage;
         }
-        events.push_back(detail::done_event(builder.build(name_)));
+        events.push_back(detail::done_event(std::move(builder).build(name_)));
     }
     std::lock_guard lock(mutex_);
     queue_.push_back({std::move(events)});

@@ -14,6 +14,7 @@
 
 #include "support/fixtures.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -195,22 +196,36 @@ int main() try {
                std::string(text) + "\"}}]}\n\n";
     };
     {
+        // The first pass runs on memory the process has never touched (page faults included),
+        // the later ones on memory the allocator kept: both are quoted.
         const std::string wire =
             chat_chunk(std::string(std::size_t{8} << 20, 'x')) + "data: [DONE]\n\n";
-        const auto decoder = provider.stream_decoder(request);
-        std::vector<ullm::StreamEvent> events;
+        std::vector<double> passes;
         std::size_t text = 0;
-        const auto start = Clock::now();
-        for (std::size_t i = 0; i < wire.size(); ++i) {
-            decoder->feed(std::string_view(wire).substr(i, 1), events);
-            for (const auto& event : events) text += event.delta.size();
-            events.clear();
+        for (int pass = 0; pass < 5; ++pass) {
+            const auto decoder = provider.stream_decoder(request);
+            std::vector<ullm::StreamEvent> events;
+            text = 0;
+            const auto start = Clock::now();
+            for (std::size_t i = 0; i < wire.size(); ++i) {
+                decoder->feed(std::string_view(wire).substr(i, 1), events);
+                for (const auto& event : events) text += event.delta.size();
+                events.clear();
+            }
+            decoder->finish(events);
+            for (const auto& event : events) {
+                if (event.response && event.response->text.size() != text) text = 0;
+            }
+            passes.push_back(seconds_since(start));
         }
-        decoder->finish(events);
-        const double elapsed = seconds_since(start);
-        fmt::print("  {:<40} {:8.1f} ms     ({:.1f} ns/byte, text {} bytes)\n",
-                   "one 8 MiB event fed one byte at a time", elapsed * 1e3,
-                   elapsed * 1e9 / static_cast<double>(wire.size()), text);
+        const double first = passes.front();
+        std::sort(passes.begin() + 1, passes.end());
+        const double warm = passes[3];  // the upper median of the four later passes
+        fmt::print(
+            "  {:<40} {:8.1f} ms     (first pass; later passes {:.1f} ms, {:.1f} ns/byte; "
+            "text {} bytes)\n",
+            "one 8 MiB event fed one byte at a time", first * 1e3, warm * 1e3,
+            warm * 1e9 / static_cast<double>(wire.size()), text);
     }
     for (const int count : {1000, 10000, 100000}) {
         std::string wire;

@@ -1,17 +1,21 @@
-// Fuzz target: the fast JSON parser against nlohmann's. Whatever it accepts, nlohmann accepts
-// too and builds the same value with the same types; what nlohmann refuses, it declines; and
-// `parse_json_exact` (fast parser, nlohmann behind it) always gives nlohmann's value.
+// Fuzz target: the fast JSON reader against nlohmann's. Whatever it accepts, nlohmann accepts
+// too and builds the same value with the same types (`parse_json_fast`) and gives a SAX reader
+// the same events (`sax_parse_fast`, also with the reader refusing an event part way); what
+// nlohmann refuses, it declines; and `parse_json_exact` (fast parser, nlohmann behind it)
+// always gives nlohmann's value.
 //
-// Options byte: unused (the whole input after it is the payload).
+// Options byte: which SAX event the refusing reader refuses (0: none).
 
 #include <ullm/detail/json_checks.hpp>
 
 #include "../../src/core/fast_json.hpp"
 #include "../support/same_json.hpp"
+#include "../support/sax_recorder.hpp"
 #include "fuzz_support.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -27,6 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (fast && !ullm::test::same_json(*fast, reference)) {
         ullm::fuzz::finding("parse_json_fast differs from nlohmann",
                             ullm::fuzz::show(*fast) + "\nnlohmann: " + ullm::fuzz::show(reference));
+    }
+    for (const std::size_t refuse_at :
+         {std::numeric_limits<std::size_t>::max(), static_cast<std::size_t>(input->options)}) {
+        if (refuse_at == 0) continue;
+        const std::string verdict = ullm::test::sax_verdict(text, refuse_at);
+        if (verdict != "same" && verdict != "declined") {
+            ullm::fuzz::finding("sax_parse_fast differs from nlohmann's sax_parse", verdict);
+        }
     }
     if (text.find('\0') == std::string::npos) {
         const ullm::json exact = ullm::detail::parse_json_exact(text);

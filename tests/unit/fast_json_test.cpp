@@ -1,7 +1,8 @@
-// The fast JSON parser against nlohmann's: for every document it accepts, the same value with the
-// same types; everything nlohmann refuses, declined. Hand-picked edge cases, every JSON file of
-// the recorded provider traffic and of the JSON Schema Test Suite, each chunk payload of the
-// recorded streams, and seeded mutations of all of those.
+// The fast JSON reader against nlohmann's: for every document it accepts, the same value with the
+// same types (`parse_json_fast`) and the same SAX events in the same order (`sax_parse_fast`);
+// everything nlohmann refuses, declined. Hand-picked edge cases, every JSON file of the recorded
+// provider traffic and of the JSON Schema Test Suite, each chunk payload of the recorded streams,
+// and seeded mutations of all of those.
 
 #include <ullm/detail/json_checks.hpp>
 
@@ -16,9 +17,11 @@
 #include "support/catch.hpp"
 #include "support/fixtures.hpp"
 #include "support/same_json.hpp"
+#include "support/sax_recorder.hpp"
 
 using ullm::json;
 using ullm::detail::parse_json_fast;
+using ullm::test::sax_verdict;
 
 namespace {
 
@@ -95,6 +98,7 @@ TEST_CASE("the fast JSON parser builds what nlohmann builds", "[json_checks][fas
     for (const auto& text : accepted) {
         INFO(text);
         CHECK(verdict(text) == "same");
+        CHECK(sax_verdict(text) == "same");
     }
 
     const std::vector<std::string> refused = {"",
@@ -141,7 +145,11 @@ TEST_CASE("the fast JSON parser builds what nlohmann builds", "[json_checks][fas
         INFO(text);
         CHECK(json::parse(text, nullptr, false).is_discarded());
         CHECK_FALSE(parse_json_fast(text).has_value());
+        CHECK(sax_verdict(text) == "declined");
     }
+    // A NUL byte, where nlohmann's lexer stops reading.
+    CHECK(sax_verdict(std::string("[1]\0x", 5)) == "declined");
+    CHECK(sax_verdict(std::string("\"a\0\"", 4)) == "declined");
 }
 
 TEST_CASE("the fast JSON parser leaves what it does not handle exactly to nlohmann",
@@ -169,14 +177,21 @@ TEST_CASE("the fast JSON parser agrees with nlohmann on recorded traffic and its
     const std::vector<std::string> documents = corpus();
     REQUIRE(documents.size() > 500);
     std::size_t fast = 0;
+    std::size_t sax_fast = 0;
     for (const auto& text : documents) {
+        INFO(text.substr(0, 200));
+        const std::string sax = sax_verdict(text);
+        if (sax != "declined") {
+            CHECK(sax == "same");
+            ++sax_fast;
+        }
         const std::string result = verdict(text);
         if (result == "declined") continue;  // broken on purpose, or an integer past 64 bits
-        INFO(text.substr(0, 200));
         CHECK(result == "same");
         ++fast;
     }
     CHECK(fast > documents.size() * 95 / 100);
+    CHECK(sax_fast == fast);
 
     // Seeded mutations: a byte changed, inserted, removed, or the text cut short.
     std::mt19937 random(20261205);
@@ -204,13 +219,31 @@ TEST_CASE("the fast JSON parser agrees with nlohmann on recorded traffic and its
                     break;
             }
             ++mutations;
-            const std::string result = verdict(text);
-            if (result != "same" && result != "declined") {
-                ++disagreements;
-                UNSCOPED_INFO(text.substr(0, 200) << ": " << result);
+            for (const std::string& result : {verdict(text), sax_verdict(text)}) {
+                if (result != "same" && result != "declined") {
+                    ++disagreements;
+                    UNSCOPED_INFO(text.substr(0, 200) << ": " << result);
+                }
             }
         }
     }
     CHECK(mutations > 4000);
     CHECK(disagreements == 0);
+}
+
+TEST_CASE("the fast SAX reader stops where its reader refuses, as nlohmann's does",
+          "[json_checks][fast_json]") {
+    std::size_t checked = 0;
+    for (const auto& text : corpus()) {
+        ullm::test::SaxRecorder all;
+        if (!ullm::detail::sax_parse_fast(text, all)) continue;
+        const std::size_t count = all.events.size();
+        for (const std::size_t refuse_at : {std::size_t{1}, std::size_t{2}, count / 2, count}) {
+            if (refuse_at == 0) continue;
+            INFO(text.substr(0, 200) << " refused at " << refuse_at);
+            CHECK(sax_verdict(text, refuse_at) == "same");
+            ++checked;
+        }
+    }
+    CHECK(checked > 2000);
 }

@@ -281,6 +281,35 @@ TEST_CASE("sse: every chunking of a tricky stream gives the same events", "[sse]
     }
 }
 
+TEST_CASE("sse: a long data line split over reads gives the same event however it is split",
+          "[sse]") {
+    // A held line past 64 KiB that starts an event's data becomes the data in place; one that
+    // continues the data, or is not data, is read as any other line.
+    std::string big(std::size_t{100} << 10, 'x');
+    for (std::size_t i = 0; i < big.size(); i += 1000) big[i] = static_cast<char>('a' + i % 26);
+    const std::string stream = "data: " + big + "\r\ndata:" + big + "\n: " + big +
+                               "\nid: 7\n\ndata:" + big + "\n\ndata: tail\n\n";
+    SseParser whole;
+    const auto reference = whole.feed(stream);
+    REQUIRE(reference.size() == 3);
+    CHECK(reference[0] == message(big + "\n" + big, "message", "7"));
+    CHECK(reference[1] == message(big, "message", "7"));
+    CHECK(reference[2] == message("tail", "message", "7"));
+    for (const std::size_t step :
+         {std::size_t{1}, std::size_t{3}, std::size_t{4096}, std::size_t{70000}, big.size() + 3}) {
+        SseParser parser;
+        std::vector<SseEvent> events;
+        for (std::size_t at = 0; at < stream.size(); at += step) {
+            for (auto& event : parser.feed(std::string_view(stream).substr(at, step))) {
+                events.push_back(std::move(event));
+            }
+        }
+        INFO("reads of " << step << " bytes");
+        CHECK(events == reference);
+        CHECK(parser.finish().clean());
+    }
+}
+
 TEST_CASE("sse: an event larger than the bound is rejected", "[sse]") {
     SECTION("data accumulated over many lines") {
         SseParser parser(16);
@@ -298,6 +327,12 @@ TEST_CASE("sse: an event larger than the bound is rejected", "[sse]") {
         SseParser parser(16);
         CHECK(parser.feed(": 01234567").empty());
         CHECK_THROWS_AS(parser.feed("89abcdefgh"), ullm::ProviderError);
+    }
+    SECTION("one long data line held over reads") {
+        SseParser parser(std::size_t{100} << 10);
+        const std::string line = "data: " + std::string(std::size_t{100} << 10, 'x');
+        CHECK(parser.feed(std::string_view(line).substr(0, 70000)).empty());
+        CHECK_THROWS_AS(parser.feed(std::string_view(line).substr(70000)), ullm::ProviderError);
     }
     SECTION("up to the bound is fine") {
         SseParser parser(15);  // the line is 15 bytes, the data 10

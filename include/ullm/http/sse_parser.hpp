@@ -142,8 +142,10 @@ private:
         }
         if (!line_.empty() && chunk.size() <= short_chunk && !has_line_end(chunk)) {
             // A few more bytes of a long line (a stream arriving a byte or two per read): the
-            // memchr set-up of the finder would cost more than the bytes.
-            append_partial(chunk);
+            // memchr set-up of the finder would cost more than the bytes, and a call into
+            // libstdc++ for `append` more than `push_back`, which inlines.
+            if (chunk.size() > max_event_bytes_ - line_.size()) too_large();
+            for (const char c : chunk) line_.push_back(c);
             return;
         }
         LineEndFinder finder(chunk);
@@ -155,7 +157,7 @@ private:
                 return;
             }
             append_partial(chunk.substr(0, end));
-            const bool ready = process_line(line_);
+            const bool ready = process_line(line_, &line_);
             release(line_);
             start = consume_terminator(chunk, end);
             if (ready) on_event(std::move(ready_));
@@ -173,6 +175,8 @@ private:
     }
 
     static constexpr std::size_t short_chunk = 16;
+    /// A buffered line longer than this that starts an event's data is taken over, not copied.
+    static constexpr std::size_t long_line = std::size_t{64} << 10;
 
     static bool has_line_end(std::string_view chunk) noexcept {
         for (const char c : chunk) {
@@ -244,7 +248,8 @@ private:
     }
 
     /// Interprets one complete line; returns true when it completed an event (then in ready_).
-    bool process_line(std::string_view line) {
+    /// `held` is the buffer `line` lies in, when the parser may take it over.
+    bool process_line(std::string_view line, std::string* held = nullptr) {
         if (line.size() > max_event_bytes_) too_large();
         if (line.empty()) return dispatch();
         if (line.front() == ':') return false;
@@ -261,8 +266,16 @@ private:
         if (field == "data") {
             const std::size_t added = value.size() + (has_data_ ? 1 : 0);
             if (added > max_event_bytes_ - data_.size()) too_large();
-            if (has_data_) data_.push_back('\n');
-            data_.append(value);
+            if (held != nullptr && !has_data_ && held->size() > long_line) {
+                // A long line that starts an event's data becomes that data where it lies,
+                // instead of being copied once more.
+                const auto skip = static_cast<std::size_t>(value.data() - held->data());
+                data_.swap(*held);
+                data_.erase(0, skip);
+            } else {
+                if (has_data_) data_.push_back('\n');
+                data_.append(value);
+            }
             has_data_ = true;
         } else if (field == "event") {
             event_type_.assign(value);

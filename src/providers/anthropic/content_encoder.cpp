@@ -143,7 +143,7 @@ std::optional<json> replayed_content(const Message& message, std::string_view pr
     } catch (const ProviderError&) {
         return std::nullopt;
     }
-    const ChatResponse recorded = builder.build(std::string(provider));
+    const ChatResponse recorded = std::move(builder).build(std::string(provider));
     if (recorded.text != message.text() || recorded.tool_calls != message.tool_calls()) {
         return std::nullopt;
     }

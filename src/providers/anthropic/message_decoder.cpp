@@ -182,7 +182,7 @@ ChatResponse finish_response(detail::ResponseBuilder& builder, const Projection&
             provider, summary.replay_model,
             json{{"content", projection.replay_blocks}, {"stop_reason", summary.stop_reason}}});
     }
-    return builder.build(provider);
+    return std::move(builder).build(provider);
 }
 
 }  // namespace ullm::detail::anthropic

@@ -123,7 +123,7 @@ ChatResponse ResponseReader::build() {
     if (auto data = assembler_.replay_data()) {
         builder.set_replay(ReplayState{provider_, model_, std::move(*data)});
     }
-    ChatResponse response = builder.build(provider_);
+    ChatResponse response = std::move(builder).build(provider_);
     // Text pieces separated by a part with no canonical form stay separate parts.
     response.message.parts = assembler_.parts();
     return response;

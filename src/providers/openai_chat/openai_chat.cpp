@@ -185,7 +185,7 @@ ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,
     builder.set_model(string_field(body, "model"));
     builder.set_request_id(origin.request_id.empty() ? string_field(body, "id")
                                                      : origin.request_id);
-    return builder.build(std::string(name()));
+    return std::move(builder).build(std::string(name()));
 }
 
 std::unique_ptr<StreamDecoder> OpenAiChatProvider::stream_decoder(

@@ -230,7 +230,7 @@ private:
             visible_.push(out, std::move(end));
         }
         builder_.set_request_id(response_id_);
-        visible_.push(out, detail::done_event(builder_.build(provider_)));
+        visible_.push(out, detail::done_event(std::move(builder_).build(provider_)));
     }
 
     [[nodiscard]] ErrorOrigin origin() const {

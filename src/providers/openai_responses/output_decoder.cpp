@@ -246,7 +246,7 @@ ChatResponse interpret(const json& response, const json& output, const DecodeCon
     if (const json* usage = object_field(response, "usage")) builder.usage() = decode_usage(*usage);
     builder.set_model(string_field(response, "model"));
     builder.set_request_id(request_id.empty() ? string_field(response, "id") : request_id);
-    ChatResponse decoded = builder.build(context.provider);
+    ChatResponse decoded = std::move(builder).build(context.provider);
     decoded.response_id = string_field(response, "id");
     if (string_field(response, "status") == "cancelled") decoded.status = ResponseStatus::cancelled;
     return decoded;
@@ -265,7 +265,7 @@ ChatResponse unfinished(const json& response, const std::string& status,
     builder.set_finish(FinishReason::stop, status);
     builder.set_model(string_field(response, "model"));
     builder.set_request_id(origin.request_id.empty() ? id : origin.request_id);
-    ChatResponse decoded = builder.build(context.provider);
+    ChatResponse decoded = std::move(builder).build(context.provider);
     decoded.status = status == "queued" ? ResponseStatus::queued : ResponseStatus::in_progress;
     decoded.response_id = id;
     return decoded;
