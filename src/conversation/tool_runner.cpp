@@ -394,6 +394,9 @@ ToolRound run_tool_round(const std::shared_ptr<const ToolRegistry>& registry,
     std::future<ToolRound> round = ended->get_future();
     start_tool_round(registry, queue, calls, settings, turn_stop,
                      [ended](ToolRound result) { ended->set_value(std::move(result)); });
+    // A turn run by a tool (an agent calling another) waits here on a thread of the tool pool
+    // for calls that need the pool too: the pool has a thread more meanwhile.
+    const ThreadPool::Blocked blocked;
     return round.get();
 }
 

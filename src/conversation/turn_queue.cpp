@@ -3,7 +3,9 @@
 #include <ullm/core/error.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <thread>
+#include <vector>
 
 namespace ullm {
 
@@ -19,6 +21,9 @@ ConversationBusyError busy_error() {
     throw busy_error();
 }
 
+// The queues whose async turns the calling thread is running a step of, innermost last.
+thread_local std::vector<const TurnQueue*> async_steps;
+
 bool on_tool_thread(const std::vector<std::thread::id>& tool_threads) {
     return std::find(tool_threads.begin(), tool_threads.end(), std::this_thread::get_id()) !=
            tool_threads.end();
@@ -29,9 +34,12 @@ bool on_tool_thread(const std::vector<std::thread::id>& tool_threads) {
 void TurnQueue::acquire(std::stop_token stop, bool wait_for_tools) {
     std::unique_lock lock(mutex_);
     if (tools_running_ > 0 && (!wait_for_tools || on_tool_thread(tool_threads_))) throw_busy();
-    if (active_ && owner_ == std::this_thread::get_id()) {
-        // A callback of the running turn (a context manager, a budget warning) or a consumer
-        // holding an unfinished stream would wait for itself forever.
+    const bool async_step =
+        owner_ == std::thread::id() &&
+        std::find(async_steps.begin(), async_steps.end(), this) != async_steps.end();
+    if (active_ && (owner_ == std::this_thread::get_id() || async_step)) {
+        // A callback of the running turn (a context manager, a budget warning, an async turn's
+        // event callback) or a consumer holding an unfinished stream would wait for itself.
         throw ConversationBusyError(
             "this thread is running a turn of this conversation; finish or cancel it first");
     }
@@ -200,6 +208,19 @@ int TurnQueue::tools_running() const {
 std::size_t TurnQueue::waiting() const {
     std::lock_guard lock(mutex_);
     return waiting_.size();
+}
+
+void TurnQueue::enter_async_step() noexcept {
+    try {
+        async_steps.push_back(this);
+    } catch (...) {
+        // Without the mark a blocking turn started here waits, as before marks existed.
+    }
+}
+
+void TurnQueue::leave_async_step() noexcept {
+    const auto found = std::find(async_steps.rbegin(), async_steps.rend(), this);
+    if (found != async_steps.rend()) async_steps.erase(std::next(found).base());
 }
 
 }  // namespace ullm

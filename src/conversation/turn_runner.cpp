@@ -147,6 +147,7 @@ public:
 
     // The reply of a finished turn, moved out.
     [[nodiscard]] ConversationReply take_reply() { return std::move(*reply_); }
+    [[nodiscard]] const std::shared_ptr<TurnQueue>& queue() const noexcept { return state_->queue; }
     // Drops the runner's references to the error it ended with, so that the caller's copy is
     // the last one and is freed on the caller's thread, not on ours behind its back.
     void release_failure() noexcept {
@@ -723,6 +724,22 @@ private:
     bool in_next_ = false;
 };
 
+// Marks the calling thread, while alive, as running a step of an async turn of `queue`: a
+// blocking turn that a callback starts there on the same conversation is refused, not left
+// waiting for the turn that waits for the callback.
+class AsyncStep {
+public:
+    explicit AsyncStep(std::shared_ptr<TurnQueue> queue) noexcept : queue_(std::move(queue)) {
+        queue_->enter_async_step();
+    }
+    ~AsyncStep() { queue_->leave_async_step(); }
+    AsyncStep(const AsyncStep&) = delete;
+    AsyncStep& operator=(const AsyncStep&) = delete;
+
+private:
+    std::shared_ptr<TurnQueue> queue_;  ///< Held: the turn may end, and go, inside the step.
+};
+
 // One async turn: a `TurnRunner` pulled on a strand (the turn's executor, else the client's
 // callback thread) each time an operation it waits for has ended, its events and its end handed
 // to the caller's callbacks there. It holds itself until it has ended.
@@ -804,6 +821,7 @@ private:
     // Pulls the turn until it waits for an operation or has ended.
     void drive() {
         if (!self_) return;  // ended already
+        const AsyncStep step(runner_.queue());
         for (;;) {
             std::optional<StreamEvent> event;
             std::exception_ptr failure;

@@ -124,6 +124,21 @@ ullm::test::RequestHandler weather(std::chrono::milliseconds delay = {}) {
     };
 }
 
+// The in-process server playing the weather model, a client on it, and a conversation with
+// the lookup tool.
+struct Weather {
+    TestServer server;
+    std::atomic<int> calls{0};
+    const ullm::Client client{served(server)};
+    ullm::Conversation conversation =
+        client.conversation({.model = "gpt-4o", .tools = {lookup_tool(calls)}});
+
+    static ullm::ClientOptions served(TestServer& server) {
+        server.set_handler(weather());
+        return options_for(server);
+    }
+};
+
 // After a turn that failed: nothing of it was kept, and the next turn works.
 void goes_on(ullm::Conversation& conversation) {
     CHECK(conversation.history().empty());
@@ -189,11 +204,8 @@ struct Detached {
 
 TEST_CASE("send_async runs a tool turn and commits it as send does",
           "[conversation][async][integration]") {
-    TestServer server;
-    server.set_handler(weather());
-    std::atomic<int> calls{0};
-    const ullm::Client client(options_for(server));
-    auto conversation = client.conversation({.model = "gpt-4o", .tools = {lookup_tool(calls)}});
+    Weather setup;
+    auto& [server, calls, client, conversation] = setup;
 
     auto future = conversation.send_async("Berlin");
     REQUIRE(future.wait_for(20s) == std::future_status::ready);
@@ -406,11 +418,8 @@ TEST_CASE("send_stream_async pushes the events send_stream yields, in order",
 
 TEST_CASE("a consumer callback that throws ends its own turn alone",
           "[conversation][async][integration]") {
-    TestServer server;
-    server.set_handler(weather());
-    std::atomic<int> calls{0};
-    const ullm::Client client(options_for(server));
-    auto conversation = client.conversation({.model = "gpt-4o", .tools = {lookup_tool(calls)}});
+    Weather setup;
+    auto& [server, calls, client, conversation] = setup;
     Outcome<ullm::ConversationReply> outcome;
     conversation.send_stream_async(
         ullm::Message::user("Berlin"),
@@ -427,13 +436,42 @@ TEST_CASE("a consumer callback that throws ends its own turn alone",
     goes_on(conversation);
 }
 
+TEST_CASE("an async turn's callback that runs a blocking turn on its conversation is refused",
+          "[conversation][async][integration]") {
+    // The callback runs while its turn holds the slot: a blocking send there would wait for
+    // the turn that waits for the callback. It is refused; once the turn is done (`on_done`),
+    // a blocking turn runs.
+    Weather setup;
+    auto& [server, calls, client, conversation] = setup;
+    std::string inside;
+    std::promise<std::string> after;
+    conversation.send_stream_async(
+        ullm::Message::user("Berlin"),
+        {.on_event =
+             [&](const ullm::StreamEvent& event) {
+                 if (event.type == ullm::StreamEvent::Type::tool_call_result) {
+                     inside = ullm::test::error_code_of([&] { (void)conversation.send("Paris"); });
+                 }
+             },
+         .on_done =
+             [&](ullm::Result<ullm::ConversationReply> result) {
+                 try {
+                     after.set_value(result.value().text + " / " + conversation.send("Rome").text);
+                 } catch (const std::exception& error) {
+                     after.set_value(error.what());
+                 }
+             }});
+    auto later = after.get_future();
+    REQUIRE(later.wait_for(20s) == std::future_status::ready);
+    CHECK(later.get() == "Sunny in Berlin. / Sunny in Rome.");
+    CHECK(inside == "conversation_busy");
+    CHECK(user_texts(conversation.history()) == std::vector<std::string>{"Berlin", "Rome"});
+}
+
 TEST_CASE("co_send is awaited in a coroutine, turn after turn",
           "[conversation][async][integration]") {
-    TestServer server;
-    server.set_handler(weather());
-    std::atomic<int> calls{0};
-    const ullm::Client client(options_for(server));
-    auto conversation = client.conversation({.model = "gpt-4o", .tools = {lookup_tool(calls)}});
+    Weather setup;
+    auto& [server, calls, client, conversation] = setup;
     std::promise<std::vector<std::string>> finished;
     auto run = [&]() -> Detached {
         std::vector<std::string> replies;

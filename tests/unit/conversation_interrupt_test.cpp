@@ -504,6 +504,58 @@ TEST_CASE("tool callbacks run on the client's bounded pool of threads, reused",
           }) == "invalid_limits");
 }
 
+TEST_CASE("a tool that runs a turn of its own never waits behind itself for the pool",
+          "[conversation][tool_pool]") {
+    // Agents calling agents: with one pool thread, the outer tool holds it while the turn it
+    // runs needs the pool for its own tool, two levels down. The pool lends a thread to each
+    // level that waits.
+    auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");
+    const ullm::Client client(
+        {.default_model = "scripted/model-a", .providers = {provider}, .max_tool_threads = 1});
+    std::atomic<int> leaves{0};
+    auto leaf = tool_running("leaf", [&](const json&, ullm::ToolContext&) -> json {
+        ++leaves;
+        return "leaf done";
+    });
+    const auto delegate_to = [&](const std::string& name, const ullm::Tool& inner) {
+        return tool_running(name, [&client, inner](const json&, ullm::ToolContext&) -> json {
+            // The deadline only keeps a regression from hanging the test.
+            auto nested = client.conversation({.tools = {inner}, .tool_execution_timeout = 5s});
+            return nested.send("go on").text;
+        });
+    };
+    auto middle = delegate_to("middle", leaf);
+    auto outer = delegate_to("outer", middle);
+    provider->push(parallel_calls({{"o", "outer", json::object()}}));
+    provider->push(parallel_calls({{"m", "middle", json::object()}}));
+    provider->push(parallel_calls({{"l", "leaf", json::object()}}));
+    provider->push_text("middle done");
+    provider->push_text("outer done");
+    provider->push_text("all done");
+    auto conversation = client.conversation({.tools = {outer}});
+    CHECK(conversation.send("start").text == "all done");
+    CHECK(leaves.load() == 1);
+    const auto results = conversation.history()[2].tool_results();
+    REQUIRE(results.size() == 1);
+    CHECK_FALSE(results[0].is_error);
+    CHECK(results[0].result == "outer done");
+
+    // The lent threads end once nothing waits: one thread runs the calls of a round again.
+    ullm::test::ConcurrencyCounter running;
+    auto work = tool_running("work", [&](const json&, ullm::ToolContext&) -> json {
+        const auto counted = running.enter();
+        std::this_thread::sleep_for(10ms);
+        return "done";
+    });
+    std::vector<ullm::ToolCallPart> four;
+    for (int i = 0; i < 4; ++i) four.push_back({"w" + std::to_string(i), "work", json::object()});
+    provider->push(parallel_calls(four));
+    provider->push_text("ok");
+    auto plain = client.conversation({.tools = {work}, .max_parallel_tool_calls = 4});
+    CHECK(plain.send("go").text == "ok");
+    CHECK(running.most() == 1);
+}
+
 TEST_CASE("a tool call whose deadline passes while it waits for the pool never runs",
           "[conversation][tool_pool]") {
     auto provider = std::make_shared<ullm::ScriptedProvider>("scripted");

@@ -48,6 +48,13 @@ public:
     /// Ends the current turn and serves the next caller. Does not throw.
     void release() noexcept;
 
+    /// Marks the calling thread, until the matching `leave_async_step`, as running a step of
+    /// an async turn of this queue (the caller's callbacks included): while an async turn
+    /// holds the slot, `acquire` there throws `ConversationBusyError`, as on the thread of a
+    /// blocking turn, instead of waiting for itself. Steps nest; does not throw.
+    void enter_async_step() noexcept;
+    void leave_async_step() noexcept;
+
     /// Counts a tool callback as running until `tool_finished`. Does not throw.
     void tool_started() noexcept;
 
