@@ -60,7 +60,8 @@ private:
 /// What `sax_parse_fast` does with `text` next to nlohmann's strict `sax_parse`, with a reader
 /// refusing event `refuse_at`: "declined" (false without a refusal), "same" (the same events,
 /// the same answer), or what went wrong. A text with a NUL byte is one nlohmann's lexer reads
-/// only up to it, so there the fast reader must decline.
+/// only up to it, so there it is no reference: the fast reader must not accept such a text (a
+/// NUL is valid nowhere in JSON), and may refuse an event before it.
 inline std::string sax_verdict(std::string_view text,
                                std::size_t refuse_at = std::numeric_limits<std::size_t>::max()) {
     SaxRecorder fast;
@@ -68,7 +69,7 @@ inline std::string sax_verdict(std::string_view text,
     const bool fast_ok = ullm::detail::sax_parse_fast(text, fast);
     const bool refused = fast.events.size() == refuse_at;
     if (text.find('\0') != std::string_view::npos) {
-        return fast_ok || refused ? "read past a NUL byte" : "declined";
+        return fast_ok ? "accepted a NUL byte" : "declined";
     }
     SaxRecorder reference;
     reference.refuse_at = refuse_at;
