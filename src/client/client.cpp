@@ -251,8 +251,6 @@ Route Client::route(std::string_view model) const {
                                       "\"; name one as provider/model (configured: " + known + ")");
 }
 
-namespace {}  // namespace
-
 Route detail::routed(const Client& client, ChatRequest& request, bool stream, bool tools_checked) {
     Route route = client.route(request.model);
     request.model = route.model;
@@ -392,8 +390,6 @@ void detail::check_poll_options(const PollOptions& options) {
             "at least 1");
     }
 }
-
-namespace {}  // namespace
 
 std::optional<ChatResponse> detail::within_budget(const Client::State& state,
                                                   const ChatRequest& request, const Route& route,
