@@ -205,7 +205,8 @@ struct Detached {
 TEST_CASE("send_async runs a tool turn and commits it as send does",
           "[conversation][async][integration]") {
     Weather setup;
-    auto& [server, calls, client, conversation] = setup;
+    auto& calls = setup.calls;
+    auto& conversation = setup.conversation;
 
     auto future = conversation.send_async("Berlin");
     REQUIRE(future.wait_for(20s) == std::future_status::ready);
@@ -419,7 +420,7 @@ TEST_CASE("send_stream_async pushes the events send_stream yields, in order",
 TEST_CASE("a consumer callback that throws ends its own turn alone",
           "[conversation][async][integration]") {
     Weather setup;
-    auto& [server, calls, client, conversation] = setup;
+    auto& conversation = setup.conversation;
     Outcome<ullm::ConversationReply> outcome;
     conversation.send_stream_async(
         ullm::Message::user("Berlin"),
@@ -442,7 +443,7 @@ TEST_CASE("an async turn's callback that runs a blocking turn on its conversatio
     // the turn that waits for the callback. It is refused; once the turn is done (`on_done`),
     // a blocking turn runs.
     Weather setup;
-    auto& [server, calls, client, conversation] = setup;
+    auto& conversation = setup.conversation;
     std::string inside;
     std::promise<std::string> after;
     conversation.send_stream_async(
@@ -471,7 +472,7 @@ TEST_CASE("an async turn's callback that runs a blocking turn on its conversatio
 TEST_CASE("co_send is awaited in a coroutine, turn after turn",
           "[conversation][async][integration]") {
     Weather setup;
-    auto& [server, calls, client, conversation] = setup;
+    auto& conversation = setup.conversation;
     std::promise<std::vector<std::string>> finished;
     auto run = [&]() -> Detached {
         std::vector<std::string> replies;
