@@ -200,10 +200,12 @@ TEST_CASE("cancel() from another thread unblocks a waiting reader", "[transport]
     CHECK(server.wait_for_client_aborts(1, 2s));
 }
 
-TEST_CASE("a blocking send is cancelled through its stop token", "[transport]") {
-    TestServer server;
+namespace {
+
+// Sends the server's first request, which it answers only after 10 s, cancels it through its
+// stop token once the server has it, and checks that the send ends at once with `cancelled`.
+void cancel_a_stalled_send(TestServer& server, ullm::CurlTransport& transport) {
     server.enqueue({.status = 200, .body = "{}", .delay_before_headers = 10s});
-    ullm::CurlTransport transport;
     std::stop_source stop;
     auto pending = std::async(std::launch::async, [&] {
         return transport.send(post(server, "/v1/x"), stop.get_token());
@@ -212,6 +214,14 @@ TEST_CASE("a blocking send is cancelled through its stop token", "[transport]") 
     stop.request_stop();
     CHECK(pending.wait_for(2s) == std::future_status::ready);
     CHECK_THROWS_AS(pending.get(), ullm::CancelledError);
+}
+
+}  // namespace
+
+TEST_CASE("a blocking send is cancelled through its stop token", "[transport]") {
+    TestServer server;
+    ullm::CurlTransport transport;
+    cancel_a_stalled_send(server, transport);
 
     std::stop_source already;
     already.request_stop();
@@ -233,16 +243,9 @@ TEST_CASE("a blocking send that goes silent fails with an idle timeout", "[trans
 
 TEST_CASE("a send after a cancelled one works on a fresh connection", "[transport]") {
     TestServer server;
-    server.enqueue({.status = 200, .body = "{}", .delay_before_headers = 10s});
-    server.enqueue(ScriptedResponse::json(200, R"({"second":true})"));
     ullm::CurlTransport transport;
-    std::stop_source stop;
-    auto pending = std::async(std::launch::async, [&] {
-        return transport.send(post(server, "/v1/x"), stop.get_token());
-    });
-    REQUIRE(server.wait_for_requests(1, 2s));
-    stop.request_stop();
-    CHECK_THROWS_AS(pending.get(), ullm::CancelledError);
+    cancel_a_stalled_send(server, transport);
+    server.enqueue(ScriptedResponse::json(200, R"({"second":true})"));
     // The cancelled transfer's connection is closed, its handles serve the next send.
     const auto answer = transport.send(post(server, "/v1/x"));
     CHECK(answer.status == 200);

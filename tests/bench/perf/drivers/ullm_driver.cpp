@@ -10,8 +10,21 @@
 #include <ullm/ullm.hpp>
 
 #include <memory>
+#include <string>
 
 #include "common.hpp"
+
+// Points `client` at the mock through one `Provider` (every provider's options have the same
+// fields for this: key, base URL, headers) and makes `model` its default.
+template <class Provider, class Options>
+void use(ullm::ClientOptions& client, Options options, const perf::Args& args, const char* key,
+         const std::string& path, const ullm::HttpHeaders& headers, const std::string& model) {
+    options.api_key = key;
+    options.base_url = args.base() + path;
+    options.extra_headers = headers;
+    client.providers.push_back(std::make_shared<Provider>(options));
+    client.default_model = model;
+}
 
 int main(int argc, char** argv) {
     perf::Args args = perf::parse_args(argc, argv);
@@ -20,33 +33,18 @@ int main(int argc, char** argv) {
     ullm::HttpHeaders headers;
     headers.emplace_back("x-mock-events", std::to_string(args.n));
     if (args.anthropic()) {
-        ullm::AnthropicOptions a;
-        a.api_key = "sk-test";
-        a.base_url = args.base() + "/v1";
-        a.extra_headers = headers;
-        options.providers.push_back(std::make_shared<ullm::AnthropicProvider>(a));
-        options.default_model = std::string("anthropic/") + perf::kAntModel;
+        use<ullm::AnthropicProvider>(options, ullm::AnthropicOptions{}, args, "sk-test", "/v1",
+                                     headers, std::string("anthropic/") + perf::kAntModel);
     } else if (args.gemini()) {
-        ullm::GeminiOptions g;
-        g.api_key = "gem-test";
-        g.base_url = args.base() + "/v1beta";
-        g.extra_headers = headers;
-        options.providers.push_back(std::make_shared<ullm::GeminiProvider>(g));
-        options.default_model = std::string("gemini/") + perf::kGemModel;
+        use<ullm::GeminiProvider>(options, ullm::GeminiOptions{}, args, "gem-test", "/v1beta",
+                                  headers, std::string("gemini/") + perf::kGemModel);
     } else if (args.responses()) {
-        ullm::OpenAiResponsesOptions r;
-        r.api_key = "sk-test";
-        r.base_url = args.base() + "/v1";
-        r.extra_headers = headers;
-        options.providers.push_back(std::make_shared<ullm::OpenAiResponsesProvider>(r));
-        options.default_model = std::string("openai/") + perf::kOaiModel;
+        use<ullm::OpenAiResponsesProvider>(options, ullm::OpenAiResponsesOptions{}, args,
+                                           "sk-test", "/v1", headers,
+                                           std::string("openai/") + perf::kOaiModel);
     } else {
-        ullm::OpenAiChatOptions o;
-        o.api_key = "sk-test";
-        o.base_url = args.base() + "/v1";
-        o.extra_headers = headers;
-        options.providers.push_back(std::make_shared<ullm::OpenAiChatProvider>(o));
-        options.default_model = std::string("openai/") + perf::kOaiModel;
+        use<ullm::OpenAiChatProvider>(options, ullm::OpenAiChatOptions{}, args, "sk-test", "/v1",
+                                      headers, std::string("openai/") + perf::kOaiModel);
     }
     ullm::Client client(options);
     return perf::run_driver("ullm", argc, argv, [&](const perf::Args& a, perf::Outcome& o) {
