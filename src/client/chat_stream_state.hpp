@@ -402,7 +402,11 @@ private:
     Poll start_attempt(bool may_block) {
         if (!http_) {
             if (!admitted(may_block)) return Poll::blocked;
-            auto stream = client_->transport->open_stream(*encoded_, stop_.get_token());
+            // Read only by waiting (`next()`): the transport may run it on this thread.
+            auto stream =
+                notify_ == nullptr
+                    ? client_->transport->open_blocking_stream(*encoded_, stop_.get_token())
+                    : client_->transport->open_stream(*encoded_, stop_.get_token());
             const bool notifies = notify_ != nullptr && stream->notify_when_ready(*notify_);
             {
                 std::lock_guard lock(http_mutex_);

@@ -164,7 +164,13 @@ std::exception_ptr outcome(Transfer& transfer, HttpResponse& response) {
 
 }  // namespace
 
+namespace {
+class LaneStream;
+}  // namespace
+
 class CurlTransport::Engine : public std::enable_shared_from_this<CurlTransport::Engine> {
+    friend class ullm::LaneStream;  // qualified: the one of this file's unnamed namespace
+
 public:
     explicit Engine(CurlTransportOptions options) : options_(std::move(options)) {
         initialise_curl_once();
@@ -407,7 +413,8 @@ private:
     // Notes that `transfer`'s reader has something new, to be woken by `wake_readers`.
     static void announce(Transfer& transfer) {
         // The reader of a whole response waits for its end only, which `finish` announces.
-        if (!transfer.streaming || transfer.has_news) return;
+        // A stream driven on its reader's thread (`LaneStream`) has no one to wake.
+        if (!transfer.streaming || transfer.news == nullptr || transfer.has_news) return;
         transfer.has_news = true;
         transfer.news->push_back(&transfer);
     }
@@ -483,11 +490,11 @@ private:
         const auto it = active_.find(easy);
         if (it == active_.end()) return;
         const auto transfer = it->second;
-        detach(transfer, ended(*transfer, result));
+        detach(transfer, ended_with(*transfer, result));
     }
 
     // How a transfer that libcurl reports done with `result` ended.
-    static std::optional<Failure> ended(const Transfer& transfer, CURLcode result) {
+    static std::optional<Failure> ended_with(const Transfer& transfer, CURLcode result) {
         if (result == CURLE_OK) return std::nullopt;
         if (transfer.too_large) {
             return Failure{
@@ -536,44 +543,58 @@ private:
             return Failure{ErrorCode::transport_error, curl_multi_strerror(code), false};
         }
         transfer.last_activity = Clock::now();
-        std::optional<Failure> failure;
+        bool ended = false;
+        std::optional<Failure> failure = pump(lane, transfer, stopped, ended, [] { return false; });
+        curl_multi_remove_handle(lane.multi, transfer.easy);
+        return failure;
+    }
+
+    // Drives `transfer`, whose easy handle is in `lane`'s multi, on the calling thread until
+    // `enough()` holds after a pass, or until the transfer ends: done, cancelled through
+    // `stopped` (then `transfer.cancelled`), silent for its idle timeout, or cut off by the
+    // transport's shutdown. Sets `ended` when it ended and returns its failure, if any.
+    template <typename Enough>
+    std::optional<Failure> pump(Lane& lane, Transfer& transfer, const std::atomic<bool>& stopped,
+                                bool& ended, Enough enough) {
         for (;;) {
+            ended = true;
             if (stopped.load()) {
+                std::lock_guard lock(transfer.mutex);
                 transfer.cancelled = true;
-                break;
+                return std::nullopt;
             }
             if (lanes_closed_.load()) {
-                failure = Failure{ErrorCode::connection_failed, "the transport has been shut down",
-                                  false};
-                break;
+                return Failure{ErrorCode::connection_failed, "the transport has been shut down",
+                               false};
             }
             int running = 0;
             curl_multi_perform(lane.multi, &running);
             int queued = 0;
             bool done = false;
+            std::optional<Failure> failure;
             while (CURLMsg* message = curl_multi_info_read(lane.multi, &queued)) {
                 if (message->msg != CURLMSG_DONE) continue;
-                failure = ended(transfer, message->data.result);
+                failure = ended_with(transfer, message->data.result);
                 done = true;
             }
-            if (done) break;
+            if (done) return failure;
+            ended = false;
+            if (enough()) return std::nullopt;
             std::chrono::milliseconds wait{1000};
             if (transfer.idle_timeout.count() > 0) {
                 const auto left = transfer.last_activity + transfer.idle_timeout - Clock::now();
                 if (left <= Clock::duration::zero()) {
-                    failure = Failure{ErrorCode::timeout,
-                                      "no data received for " +
-                                          std::to_string(transfer.idle_timeout.count()) + " ms",
-                                      true};
-                    break;
+                    ended = true;
+                    return Failure{ErrorCode::timeout,
+                                   "no data received for " +
+                                       std::to_string(transfer.idle_timeout.count()) + " ms",
+                                   true};
                 }
                 wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(left) +
                                           std::chrono::milliseconds(1));
             }
             curl_multi_poll(lane.multi, nullptr, 0, static_cast<int>(wait.count()), nullptr);
         }
-        curl_multi_remove_handle(lane.multi, transfer.easy);
-        return failure;
     }
 
     void apply(Command& command) {
@@ -738,6 +759,19 @@ private:
     std::shared_ptr<Transfer> transfer_;
 };
 
+// The head of a stream's transfer once its status line and headers arrived or it ended: what
+// `HttpStream::head()` returns or throws. Called with the transfer's mutex held.
+const HttpResponseHead& checked_head(Transfer& transfer) {
+    if (transfer.cancelled) throw CancelledError("the request was cancelled");
+    if (transfer.head.status == 0) {
+        // No response at all: the failure (or an empty reply) is all there is to report.
+        if (transfer.failure) throw_failure(*transfer.failure);
+        throw TransportError(ErrorCode::connection_failed, "the server sent no response", true);
+    }
+    return transfer.head;
+}
+
+// A stream read on the I/O loop: the reader waits for what the loop received, or is told.
 // Registers `on_stop` for the lifetime of a wait; the callback cancels the transfer.
 class CurlStream final : public HttpStream {
 public:
@@ -766,14 +800,8 @@ public:
         std::unique_lock lock(transfer_->mutex);
         transfer_->changed.wait(
             lock, [&] { return transfer_->head_ready || transfer_->done || transfer_->cancelled; });
-        if (transfer_->cancelled) throw CancelledError("the request was cancelled");
-        if (transfer_->head.status == 0) {
-            // No response at all: the failure (or an empty reply) is all there is to report.
-            if (transfer_->failure) throw_failure(*transfer_->failure);
-            throw TransportError(ErrorCode::connection_failed, "the server sent no response", true);
-        }
         head_returned_ = true;
-        return transfer_->head;
+        return checked_head(*transfer_);
     }
 
     bool notify_when_ready(std::function<void()> notify) override {
@@ -823,6 +851,118 @@ private:
     std::stop_callback<std::function<void()>> on_stop_;
 };
 
+// A stream whose reader drives the transfer on its own thread, on a lane, inside `head()` and
+// `read()`: the bytes are decoded where they arrive, with no wake-up of the I/O thread and
+// back per read. Back-pressure is the reader's pace: nothing is read from the socket between
+// its calls. The lane goes back to the engine as soon as the transfer ends.
+class LaneStream final : public HttpStream {
+public:
+    LaneStream(std::shared_ptr<CurlTransport::Engine> engine, const HttpRequest& request,
+               std::stop_token stop)
+        : engine_(std::move(engine)), lane_(engine_->take_lane()) {
+        transfer_.streaming = true;
+        transfer_.buffer_limit = engine_->options_.stream_buffer_bytes;
+        transfer_.idle_timeout = request.idle_timeout;
+        transfer_.secrets = detail::request_secrets(request);
+        transfer_.request_body = request.body;
+        try {
+            curl_easy_reset(lane_->easy);
+            engine_->configure(transfer_, request, lane_->easy);
+        } catch (...) {
+            end(std::nullopt);
+            throw;
+        }
+        if (const CURLMcode code = curl_multi_add_handle(lane_->multi, transfer_.easy);
+            code != CURLM_OK) {
+            end(Failure{ErrorCode::transport_error, curl_multi_strerror(code), false});
+        }
+        transfer_.last_activity = Clock::now();
+        on_stop_.emplace(std::move(stop), [this] { cancel(); });
+    }
+
+    ~LaneStream() override {
+        on_stop_.reset();  // waits for a cancel running on another thread
+        end(std::nullopt);
+    }
+
+    LaneStream(const LaneStream&) = delete;
+    LaneStream& operator=(const LaneStream&) = delete;
+
+    const HttpResponseHead& head() override {
+        drive([this] { return transfer_.head_ready; });
+        return checked_head(transfer_);
+    }
+
+    bool read(std::string& out) override {
+        out.clear();
+        if (drive([this] { return !transfer_.body.empty(); })) {
+            // Swapped: each side keeps a buffer's storage, so neither grows one from nothing.
+            out.swap(transfer_.body);
+            if (transfer_.paused && !transfer_.done) {
+                transfer_.paused = false;
+                curl_easy_pause(transfer_.easy, CURLPAUSE_CONT);  // may write into `body`
+            }
+            return true;
+        }
+        if (transfer_.cancelled) throw CancelledError("the stream was cancelled");
+        if (transfer_.failure) throw_failure(*transfer_.failure);
+        return false;
+    }
+
+    void cancel() noexcept override {
+        cancelled_.store(true);
+        std::lock_guard lock(lane_mutex_);
+        if (lane_) curl_multi_wakeup(lane_->multi);
+    }
+
+private:
+    // Drives the transfer until `enough()` holds or it has ended. Returns whether `enough()`
+    // held; throws `CancelledError` once cancelled, whatever arrived before.
+    template <typename Enough>
+    bool drive(Enough enough) {
+        if (cancelled_.load() && !transfer_.cancelled) {
+            end(std::nullopt);
+            transfer_.cancelled = true;
+        }
+        if (transfer_.cancelled) throw CancelledError("the stream was cancelled");
+        if (enough()) return true;
+        if (transfer_.done) return false;
+        bool ended = false;
+        std::optional<Failure> failure =
+            engine_->pump(*lane_, transfer_, cancelled_, ended, enough);
+        if (ended) end(std::move(failure));
+        if (transfer_.cancelled) throw CancelledError("the stream was cancelled");
+        return enough();
+    }
+
+    // Ends the transfer (aborting it, and closing its connection, if it still runs) and gives
+    // the lane back to the engine for the next call. Idempotent.
+    void end(std::optional<Failure> failure) noexcept {
+        if (transfer_.done) return;
+        transfer_.done = true;
+        transfer_.head_ready = true;
+        if (failure) {
+            failure->message = detail::redact(failure->message, transfer_.secrets);
+            transfer_.failure = std::move(failure);
+        }
+        std::unique_ptr<Lane> lane;
+        {
+            std::lock_guard lock(lane_mutex_);
+            lane.swap(lane_);
+        }
+        if (transfer_.easy != nullptr) curl_multi_remove_handle(lane->multi, transfer_.easy);
+        transfer_.easy = nullptr;  // the lane's
+        engine_->give_lane(std::move(lane));
+    }
+
+    std::shared_ptr<CurlTransport::Engine> engine_;
+    Transfer transfer_;
+    std::atomic<bool> cancelled_{false};
+    std::mutex lane_mutex_;       // guards `lane_` against `cancel` from another thread
+    std::unique_ptr<Lane> lane_;  // null once the transfer ended
+    std::optional<std::stop_callback<std::function<void()>>> on_stop_;
+};
+
 }  // namespace
 
 CurlTransport::CurlTransport(CurlTransportOptions options)
@@ -849,6 +989,12 @@ std::shared_ptr<PendingRequest> CurlTransport::start(const HttpRequest& request,
                                                      ResponseHandler on_done) {
     auto transfer = engine_->start(request, false, std::move(on_done));
     return std::make_shared<CurlPendingRequest>(engine_, std::move(transfer));
+}
+
+std::unique_ptr<HttpStream> CurlTransport::open_blocking_stream(const HttpRequest& request,
+                                                                std::stop_token stop) {
+    if (stop.stop_requested()) throw CancelledError("the request was cancelled");
+    return std::make_unique<LaneStream>(engine_, request, std::move(stop));
 }
 
 std::size_t CurlTransport::active_transfers() const {

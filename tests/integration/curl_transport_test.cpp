@@ -56,6 +56,48 @@ std::string numbered_events(int count) {
     return wire;
 }
 
+// The two ways a stream is read: waiting for what the I/O loop received (`open_stream`), or
+// driving the transfer on the reader's own thread (`open_blocking_stream`). A stream test
+// that calls this runs once with each.
+enum class Reader { loop, caller };
+
+Reader any_reader() {
+    Reader reader = Reader::loop;
+    SECTION("read from the I/O loop") {
+        reader = Reader::loop;
+    }
+    SECTION("driven by the reader") {
+        reader = Reader::caller;
+    }
+    return reader;
+}
+
+std::unique_ptr<ullm::HttpStream> open(ullm::CurlTransport& transport,
+                                       const ullm::HttpRequest& request, Reader reader,
+                                       std::stop_token stop = {}) {
+    return reader == Reader::loop ? transport.open_stream(request, std::move(stop))
+                                  : transport.open_blocking_stream(request, std::move(stop));
+}
+
+// Runs `call` `rounds` times on each of `threads` threads, with a body naming the thread and
+// the round, and counts the calls that returned false.
+template <class Call>
+int failures_on_threads(int threads, int rounds, Call call) {
+    std::atomic<int> failures{0};
+    std::vector<std::thread> running;
+    for (int t = 0; t < threads; ++t) {
+        running.emplace_back([&, t] {
+            for (int i = 0; i < rounds; ++i) {
+                const std::string body =
+                    "{\"t\":" + std::to_string(t) + ",\"i\":" + std::to_string(i) + "}";
+                if (!call(body)) ++failures;
+            }
+        });
+    }
+    for (auto& thread : running) thread.join();
+    return failures.load();
+}
+
 }  // namespace
 
 TEST_CASE("send returns the status, headers and body, and the server sees the request",
@@ -136,12 +178,13 @@ TEST_CASE("a large request body is sent whole without waiting for 100-continue",
 }
 
 TEST_CASE("a stream delivers its body incrementally and completely", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     const std::string wire = numbered_events(20);
     server.enqueue(ScriptedResponse::sse(wire, 17, 5ms));
     ullm::CurlTransport transport;
 
-    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    auto stream = open(transport, post(server, "/v1/stream"), reader);
     CHECK(stream->head().status == 200);
     CHECK(stream->head().header("content-type") == "text/event-stream");
     std::size_t reads = 0;
@@ -150,22 +193,24 @@ TEST_CASE("a stream delivers its body incrementally and completely", "[transport
 }
 
 TEST_CASE("a stream with an error status exposes it before the body", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     server.enqueue(ScriptedResponse::json(
         529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"));
     ullm::CurlTransport transport;
-    auto stream = transport.open_stream(post(server, "/v1/messages"));
+    auto stream = open(transport, post(server, "/v1/messages"), reader);
     CHECK(stream->head().status == 529);
     CHECK(read_all(*stream).find("overloaded_error") != std::string::npos);
 }
 
 TEST_CASE("cancelling a silent stream aborts it promptly", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     server.enqueue(
         {.status = 200, .headers = {{"Content-Type", "text/event-stream"}}, .stall = true});
     ullm::CurlTransport transport;
     std::stop_source stop;
-    auto stream = transport.open_stream(post(server, "/v1/stream"), stop.get_token());
+    auto stream = open(transport, post(server, "/v1/stream"), reader, stop.get_token());
     CHECK(stream->head().status == 200);
 
     std::chrono::steady_clock::time_point stopped_at;
@@ -188,10 +233,11 @@ TEST_CASE("cancelling a silent stream aborts it promptly", "[transport]") {
 }
 
 TEST_CASE("cancel() from another thread unblocks a waiting reader", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     server.enqueue({.status = 200, .delay_before_headers = 10s});
     ullm::CurlTransport transport;
-    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    auto stream = open(transport, post(server, "/v1/stream"), reader);
     auto waiting = std::async(std::launch::async, [&] { return stream->head().status; });
     std::this_thread::sleep_for(30ms);
     stream->cancel();
@@ -262,20 +308,10 @@ TEST_CASE("concurrent blocking sends each get their own answer and keep their co
     ullm::CurlTransport transport;
     constexpr int kThreads = 6;
     constexpr int kRounds = 40;
-    std::atomic<int> wrong{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-        threads.emplace_back([&, t] {
-            for (int i = 0; i < kRounds; ++i) {
-                const std::string body =
-                    "{\"t\":" + std::to_string(t) + ",\"i\":" + std::to_string(i) + "}";
-                const auto answer = transport.send(post(server, "/v1/echo", body));
-                if (answer.status != 200 || answer.body != body) ++wrong;
-            }
-        });
-    }
-    for (auto& thread : threads) thread.join();
-    CHECK(wrong.load() == 0);
+    CHECK(failures_on_threads(kThreads, kRounds, [&](const std::string& body) {
+              const auto answer = transport.send(post(server, "/v1/echo", body));
+              return answer.status == 200 && answer.body == body;
+          }) == 0);
     CHECK(server.request_count() == kThreads * kRounds);
     // A send takes an idle handle pair, with its open connection, before making a new one: never
     // more pairs, so connections, than sends at once.
@@ -283,12 +319,13 @@ TEST_CASE("concurrent blocking sends each get their own answer and keep their co
 }
 
 TEST_CASE("a stream that goes silent fails with an idle timeout", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     server.enqueue({.status = 200, .chunks = {"data: first\n\n"}, .stall = true});
     ullm::CurlTransport transport;
     auto request = post(server, "/v1/stream");
     request.idle_timeout = 200ms;
-    auto stream = transport.open_stream(request);
+    auto stream = open(transport, request, reader);
     std::string chunk;
     REQUIRE(stream->read(chunk));
     CHECK(chunk == "data: first\n\n");
@@ -298,22 +335,24 @@ TEST_CASE("a stream that goes silent fails with an idle timeout", "[transport]")
 }
 
 TEST_CASE("slow but steady streams are not idle", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     const std::string wire = numbered_events(40);  // 28 pieces 30 ms apart: about 840 ms
     server.enqueue(ScriptedResponse::sse(wire, 25, 30ms));
     ullm::CurlTransport transport;
     auto request = post(server, "/v1/stream");
     request.idle_timeout = 600ms;  // below the whole stream's duration, far above each gap
-    auto stream = transport.open_stream(request);
+    auto stream = open(transport, request, reader);
     CHECK(read_all(*stream) == wire);
 }
 
 TEST_CASE("a disconnect mid-stream yields the bytes received, then a connection error",
           "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     server.enqueue({.status = 200, .chunks = {"data: a\n\n", "data: b\n\n"}, .disconnect = true});
     ullm::CurlTransport transport;
-    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    auto stream = open(transport, post(server, "/v1/stream"), reader);
     std::string received;
     std::string chunk;
     const auto error = capture<ullm::TransportError>([&] {
@@ -389,13 +428,14 @@ TEST_CASE("a response larger than the limit fails clearly", "[transport]") {
 }
 
 TEST_CASE("a slow consumer applies back-pressure without losing bytes", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     std::string wire;
     for (int i = 0; i < 2000; ++i)
         wire += "data: " + std::string(100, static_cast<char>('a' + i % 26)) + "\n\n";
     server.enqueue(ScriptedResponse::sse(wire, 4096));
     ullm::CurlTransport transport({.stream_buffer_bytes = 1024});
-    auto stream = transport.open_stream(post(server, "/v1/stream"));
+    auto stream = open(transport, post(server, "/v1/stream"), reader);
     std::string received;
     std::string chunk;
     while (stream->read(chunk)) {
@@ -423,16 +463,77 @@ TEST_CASE("many concurrent streams share one transport", "[transport]") {
 }
 
 TEST_CASE("a stream that outlives its transport fails instead of hanging", "[transport]") {
+    const Reader reader = any_reader();
     TestServer server;
     server.enqueue({.status = 200, .chunks = {"data: a\n\n"}, .stall = true});
     std::unique_ptr<ullm::HttpStream> stream;
     {
         ullm::CurlTransport transport;
-        stream = transport.open_stream(post(server, "/v1/stream"));
+        stream = open(transport, post(server, "/v1/stream"), reader);
         std::string chunk;
         REQUIRE(stream->read(chunk));
     }
     std::string chunk;
     const auto error = capture<ullm::TransportError>([&] { (void)stream->read(chunk); });
     CHECK(error.code() == "connection_failed");
+}
+
+TEST_CASE("a blocking stream runs on its reader's thread, not on the I/O loop", "[transport]") {
+    TestServer server;
+    const std::string wire = numbered_events(6);
+    server.enqueue(ScriptedResponse::sse(wire, 11, 2ms));
+    server.enqueue(ScriptedResponse::sse(wire, 11, 2ms));
+    ullm::CurlTransport transport;
+
+    auto on_loop = transport.open_stream(post(server, "/v1/stream"));
+    REQUIRE(on_loop->head().status == 200);
+    CHECK(transport.active_transfers() == 1);
+    CHECK(read_all(*on_loop) == wire);
+
+    auto driven = transport.open_blocking_stream(post(server, "/v1/stream"));
+    REQUIRE(driven->head().status == 200);
+    CHECK(transport.active_transfers() == 0);
+    CHECK(read_all(*driven) == wire);
+    // Its handle pair keeps the connection for the next call.
+    server.enqueue(ScriptedResponse::json(200, R"({"after":true})"));
+    CHECK(transport.send(post(server, "/v1/x")).body == R"({"after":true})");
+    CHECK(server.connections_accepted() == 2);
+}
+
+TEST_CASE("a blocking stream dropped in the middle leaves its handles fit for the next call",
+          "[transport]") {
+    TestServer server;
+    server.enqueue({.status = 200, .chunks = {"data: a\n\n"}, .stall = true});
+    ullm::CurlTransport transport;
+    {
+        auto stream = transport.open_blocking_stream(post(server, "/v1/stream"));
+        std::string chunk;
+        REQUIRE(stream->read(chunk));
+        CHECK(chunk == "data: a\n\n");
+    }
+    CHECK(server.wait_for_client_aborts(1, 2s));
+    const std::string wire = numbered_events(3);
+    server.enqueue(ScriptedResponse::sse(wire, 7));
+    auto next = transport.open_blocking_stream(post(server, "/v1/stream"));
+    CHECK(read_all(*next) == wire);
+}
+
+TEST_CASE("blocking streams on many threads each read their own bytes", "[transport]") {
+    TestServer server;
+    server.set_handler([](const ullm::test::RecordedRequest& request) {
+        std::string wire;
+        for (int i = 0; i < 8; ++i) wire += "data: " + request.body + "\n\n";
+        return ScriptedResponse::sse(wire, 29, 1ms);
+    });
+    ullm::CurlTransport transport;
+    constexpr int kThreads = 6;
+    constexpr int kRounds = 15;
+    CHECK(failures_on_threads(kThreads, kRounds, [&](const std::string& body) {
+              std::string expected;
+              for (int k = 0; k < 8; ++k) expected += "data: " + body + "\n\n";
+              auto stream = transport.open_blocking_stream(post(server, "/v1/echo", body));
+              return stream->head().status == 200 && read_all(*stream) == expected;
+          }) == 0);
+    CHECK(server.request_count() == kThreads * kRounds);
+    CHECK(server.connections_accepted() <= kThreads);
 }

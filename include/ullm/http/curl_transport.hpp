@@ -31,10 +31,10 @@ struct CurlTransportOptions {
 /// A `Transport` over libcurl. Streams and started requests of one transport share one curl
 /// multi handle driven by one I/O thread (connection reuse; HTTP/2 multiplexing where the server
 /// offers it), so concurrent streams and async calls cost no thread each. A blocking `send`
-/// drives its transfer on the calling thread instead, on a handle pair the transport keeps with
-/// its open connections for the next `send` (up to 64 idle pairs): no wake-up of the I/O thread
-/// and back. Thread-safe. Streams may outlive the transport: they then fail with
-/// `connection_failed`.
+/// (and a blocking stream's reader) drives its transfer on the calling thread instead, on a
+/// handle pair the transport keeps with its open connections for the next call (up to 64 idle
+/// pairs): no wake-up of the I/O thread and back. Thread-safe. Streams may outlive the transport:
+/// they then fail with `connection_failed`.
 class CurlTransport final : public Transport {
 public:
     /// Starts the I/O thread. Throws `TransportError` if libcurl cannot be initialised.
@@ -48,6 +48,11 @@ public:
     HttpResponse send(const HttpRequest& request, std::stop_token stop = {}) override;
     std::unique_ptr<HttpStream> open_stream(const HttpRequest& request,
                                             std::stop_token stop = {}) override;
+    /// Runs the transfer on the reader's thread, on a kept handle pair as `send` does: the
+    /// bytes are decoded where they arrive. Nothing is read from the socket between the
+    /// reader's calls, so its pace is the back-pressure.
+    std::unique_ptr<HttpStream> open_blocking_stream(const HttpRequest& request,
+                                                     std::stop_token stop = {}) override;
     /// Runs on the I/O loop; the handler is called on the I/O thread (or, when the transport
     /// has been shut down, on the calling thread).
     std::shared_ptr<PendingRequest> start(const HttpRequest& request,

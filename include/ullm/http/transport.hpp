@@ -78,6 +78,14 @@ public:
     virtual std::unique_ptr<HttpStream> open_stream(const HttpRequest& request,
                                                     std::stop_token stop = {}) = 0;
 
+    /// As `open_stream`, for a consumer that only ever waits in `head()` and `read()`, on one
+    /// thread, and never asks `notify_when_ready`. A transport may then run the transfer on
+    /// that thread, inside those calls (`CurlTransport` does). This default is `open_stream`.
+    virtual std::unique_ptr<HttpStream> open_blocking_stream(const HttpRequest& request,
+                                                             std::stop_token stop = {}) {
+        return open_stream(request, std::move(stop));
+    }
+
     /// Starts `request` and returns at once; `on_done` receives its end (see
     /// `ResponseHandler`). The transport must outlive the request. `CurlTransport` runs it on
     /// its I/O loop, no thread per request; this default runs `send` on a thread of its own per
