@@ -5,6 +5,8 @@
 #include "text.hpp"
 
 #include <charconv>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -135,6 +137,24 @@ bool FastJsonLexer::string(std::string& out) {
     for (;;) {
         const char* start = p_;
         bool wide = false;
+        // Eight bytes at a time while none of them ends the run (a quote, a backslash, a
+        // control character); the exact byte is then found one at a time.
+        constexpr std::uint64_t ones = 0x0101010101010101U;
+        constexpr std::uint64_t highs = 0x8080808080808080U;
+        while (end_ - p_ >= 8) {
+            std::uint64_t word = 0;
+            std::memcpy(&word, p_, 8);
+            const std::uint64_t quote = word ^ (ones * '"');
+            const std::uint64_t backslash = word ^ (ones * '\\');
+            // A byte is zero, or below 0x20, exactly when its high bit survives these masks
+            // (the borrow of a lower byte can mark a higher one only when the lower one hit).
+            const std::uint64_t stops = ((quote - ones) & ~quote) |
+                                        ((backslash - ones) & ~backslash) |
+                                        ((word - ones * 0x20) & ~word);
+            if ((stops & highs) != 0) break;
+            wide = wide || (word & highs) != 0;
+            p_ += 8;
+        }
         while (p_ != end_) {
             const auto byte = static_cast<unsigned char>(*p_);
             if (byte == '"' || byte == '\\' || byte < 0x20) break;

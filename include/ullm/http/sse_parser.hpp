@@ -79,6 +79,16 @@ public:
     /// of the chunk is dropped and the parser should be discarded.
     template <class OnEvent>
     void feed(std::string_view chunk, OnEvent&& on_event) {
+        if (!line_.empty() && chunk.size() <= short_chunk && !has_line_end(chunk)) {
+            // A few more bytes of a long line (a stream arriving a byte or two per read),
+            // taken before any set-up of the general path: the memchr set-up of its finder
+            // would cost more than the bytes, and a call into libstdc++ for `append` more than
+            // `push_back`, which inlines. (A held line means the stream's start is decided
+            // and no CR awaits its LF.)
+            if (chunk.size() > max_event_bytes_ - line_.size()) too_large();
+            for (const char c : chunk) line_.push_back(c);
+            return;
+        }
         const auto content = start_.take(chunk);
         if (!content.held.empty()) feed_content(content.held, on_event);
         feed_content(content.rest, on_event);
@@ -139,14 +149,6 @@ private:
             // The previous chunk ended with CR; an LF now completes that CRLF.
             skip_lf_ = false;
             if (chunk.front() == '\n') chunk.remove_prefix(1);
-        }
-        if (!line_.empty() && chunk.size() <= short_chunk && !has_line_end(chunk)) {
-            // A few more bytes of a long line (a stream arriving a byte or two per read): the
-            // memchr set-up of the finder would cost more than the bytes, and a call into
-            // libstdc++ for `append` more than `push_back`, which inlines.
-            if (chunk.size() > max_event_bytes_ - line_.size()) too_large();
-            for (const char c : chunk) line_.push_back(c);
-            return;
         }
         LineEndFinder finder(chunk);
         std::size_t start = 0;
