@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -113,6 +115,44 @@ void PostgresServer::kill() {
     run({bin_ + "/pg_ctl", "-D", dir_ + "/data", "-m", "immediate", "-w", "stop"}, user_,
         dir_ + "/pg_ctl.log");
     running_ = false;
+}
+
+namespace {
+
+// The postmaster of the cluster in `data` and the processes it started.
+std::vector<pid_t> server_processes(const std::string& data) {
+    std::ifstream pid_file(data + "/postmaster.pid");
+    pid_t postmaster = 0;
+    if (!(pid_file >> postmaster) || postmaster <= 0) {
+        throw std::runtime_error("no postmaster.pid in " + data);
+    }
+    std::vector<pid_t> pids{postmaster};
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+        const std::string name = entry.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream status(entry.path() / "status");
+        for (std::string line; std::getline(status, line);) {
+            if (line.rfind("PPid:", 0) == 0) {
+                if (std::stol(line.substr(5)) == postmaster) pids.push_back(std::stoi(name));
+                break;
+            }
+        }
+    }
+    return pids;
+}
+
+void signal_all(const std::vector<pid_t>& pids, int signal) {
+    for (const pid_t pid : pids) ::kill(pid, signal);
+}
+
+}  // namespace
+
+void PostgresServer::pause() {
+    signal_all(server_processes(dir_ + "/data"), SIGSTOP);
+}
+
+void PostgresServer::resume() {
+    signal_all(server_processes(dir_ + "/data"), SIGCONT);
 }
 
 PostgresServer::~PostgresServer() {

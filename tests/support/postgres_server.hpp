@@ -36,6 +36,13 @@ public:
     /// Starts the stopped server again on the same port.
     void start();
 
+    /// Freezes the server (SIGSTOP to the postmaster and every process it started): its
+    /// sockets stay open and the kernel keeps accepting bytes, but nothing answers, as with a
+    /// hung host or a network that drops packets.
+    void pause();
+    /// Lets a paused server go on (SIGCONT).
+    void resume();
+
 private:
     PostgresServer();
     void start_once();

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <random>
@@ -796,6 +797,45 @@ TEST_CASE("PostgresSessionStore reports a killed server as retryable and recover
     REQUIRE(stored.has_value());
     CHECK(stored->snapshot == "one");
     CHECK(store->put("t", "s", "two", 1) == 2);
+}
+
+TEST_CASE("PostgresSessionStore fails a call to a server that stops answering, and recovers",
+          "[session_store][postgres]") {
+    using namespace std::chrono_literals;
+    auto& server = ullm::test::PostgresServer::instance();
+    const std::string db = server.create_database();
+    const auto store = ullm::PostgresSessionStore::open(
+        {.connection_string = server.connection_string(db), .read_timeout = 400ms});
+    CHECK(store->put("t", "s", "one", 0) == 1);
+
+    server.pause();  // the sockets stay open; nothing answers
+    struct Failure {
+        std::string code;
+        bool retryable = false;
+        std::string message;
+    };
+    auto pending = std::async(std::launch::async, [&] {
+        try {
+            (void)store->put("t", "s", "two", 1);
+        } catch (const ullm::Error& error) {
+            return Failure{error.code(), error.retryable(), error.what()};
+        }
+        return Failure{"no error"};
+    });
+    const bool ended = pending.wait_for(10s) == std::future_status::ready;
+    server.resume();
+    REQUIRE(ended);  // without the read deadline, the call would wait for ever
+    const Failure failure = pending.get();
+    CHECK(failure.code == "session_store_failed");
+    CHECK(failure.retryable);
+    CHECK(failure.message.find("did not answer within 400 ms") != std::string::npos);
+
+    // The write may or may not have reached the table before the server froze: the version
+    // says which, and the next versioned write goes on from it.
+    const auto stored = store->get("t", "s");
+    REQUIRE(stored.has_value());
+    CHECK((stored->snapshot == "one" ? stored->version == 1 : stored->snapshot == "two"));
+    CHECK(store->put("t", "s", "three", stored->version) == stored->version + 1);
 }
 
 TEST_CASE("PostgresSessionStore never shows the password or the connection string",

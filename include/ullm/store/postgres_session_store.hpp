@@ -29,6 +29,11 @@ struct PostgresStoreOptions {
     std::chrono::milliseconds statement_timeout{5000};
     /// The seconds libpq waits for a connection to open (`connect_timeout`, at least 2).
     int connect_timeout_seconds = 5;
+    /// The longest a statement waits for the server's answer, whatever the server is doing
+    /// (stopped, or behind a network that drops packets): the call then fails as retryable,
+    /// and its connection is closed. Keep it above `statement_timeout`, which ends a slow
+    /// statement on the server with a clearer error. Positive.
+    std::chrono::milliseconds read_timeout{15000};
 };
 
 /// Keeps snapshots in PostgreSQL: one table, `ullm_sessions`, keyed by (tenant, session id)

@@ -8,9 +8,13 @@
 #include "../connection_pool.hpp"
 
 #include <libpq-fe.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -161,14 +165,89 @@ struct Client {
         // print; errors arrive with their results.
         PQsetNoticeProcessor(
             conn.get(), [](void*, const char*) {}, nullptr);
+        // Statements are sent without waiting and their answers awaited with a deadline
+        // (`await_result`), so a server that stops answering fails the call, not hangs it.
+        if (PQsetnonblocking(conn.get(), 1) != 0) {
+            fail("configure a connection", PQerrorMessage(conn.get()), true);
+        }
         const std::string settings =
             "SET statement_timeout = " + std::to_string(options.statement_timeout.count()) +
             "; SET lock_timeout = " + std::to_string(options.statement_timeout.count());
-        const Result set(PQexec(conn.get(), settings.c_str()));
-        if (PQresultStatus(set.get()) != PGRES_COMMAND_OK) {
-            fail("configure a connection", PQerrorMessage(conn.get()), true);
-        }
+        run_sql(conn.get(), settings.c_str(), "configure a connection");
         return conn;
+    }
+
+    // Runs `sql` (statements without parameters, text results); throws on failure.
+    Result run_sql(PGconn* conn, const char* sql, const std::string& what) {
+        return check(conn, await_result(conn, PQsendQuery(conn, sql), what), what);
+    }
+
+    // Ends the transaction a failed call left open, when the connection still works. Never
+    // throws: the call's own error is the one to report, and a connection left inside a
+    // transaction is not kept.
+    void rollback(PGconn* conn) noexcept {
+        if (PQstatus(conn) != CONNECTION_OK) return;
+        try {
+            run_sql(conn, "ROLLBACK", "roll back");
+        } catch (...) {
+        }
+    }
+
+    // The answer to the statement just sent on `conn` (`sent`: what the PQsend* call
+    // returned): its first error, else its last result, as PQexec would return. Waits at most
+    // `options.read_timeout` for the server; past that, the connection is closed (so the pool
+    // drops it) and the call fails as retryable.
+    Result await_result(PGconn* conn, int sent, const std::string& what) {
+        if (sent != 1) fail(what, PQerrorMessage(conn), true);
+        const auto deadline = std::chrono::steady_clock::now() + options.read_timeout;
+        for (int unsent = PQflush(conn); unsent != 0; unsent = PQflush(conn)) {
+            if (unsent < 0) fail(what, PQerrorMessage(conn), true);
+            wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
+            if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
+        }
+        Result answer;
+        bool failed = false;
+        for (;;) {
+            while (PQisBusy(conn) != 0) {
+                wait_for_server(conn, POLLIN, deadline, what);
+                if (PQconsumeInput(conn) == 0) break;  // PQgetResult reports the failure
+            }
+            Result next(PQgetResult(conn));
+            if (next == nullptr) break;
+            const ExecStatusType status = PQresultStatus(next.get());
+            if (failed) continue;
+            failed = status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK;
+            answer = std::move(next);
+            if (PQstatus(conn) != CONNECTION_OK) break;
+        }
+        return answer;
+    }
+
+    // Waits until `conn`'s socket is ready for `events`, or fails at `deadline`.
+    void wait_for_server(PGconn* conn, short events, std::chrono::steady_clock::time_point deadline,
+                         const std::string& what) {
+        const int socket = PQsocket(conn);
+        if (socket < 0) fail(what, PQerrorMessage(conn), true);
+        for (;;) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            pollfd waiting{socket, events, 0};
+            const int ready =
+                left.count() <= 0 ? 0 : ::poll(&waiting, 1, static_cast<int>(left.count()) + 1);
+            if (ready > 0) return;
+            if (ready < 0 && errno == EINTR) continue;
+            if (ready < 0) fail(what, "poll failed", true);
+            if (std::chrono::steady_clock::now() < deadline) continue;
+            // The server went silent (stopped, or the network drops packets): closing the
+            // socket makes libpq see the connection broken.
+            ::shutdown(socket, SHUT_RDWR);
+            (void)PQconsumeInput(conn);
+            fail(what,
+                 "the server did not answer within " +
+                     std::to_string(options.read_timeout.count()) +
+                     " ms (read_timeout); the connection was closed",
+                 true);
+        }
     }
 
     // The parameters of `params` as libpq takes them (all binary).
@@ -192,9 +271,11 @@ struct Client {
     Result exec(PGconn* conn, const char* sql, const std::vector<Param>& params,
                 const std::string& what) {
         const Bound bound(params);
-        Result result(PQexecParams(conn, sql, static_cast<int>(params.size()), bound.types.data(),
-                                   bound.values.data(), bound.lengths.data(), bound.formats.data(),
-                                   1));
+        Result result = await_result(
+            conn,
+            PQsendQueryParams(conn, sql, static_cast<int>(params.size()), bound.types.data(),
+                              bound.values.data(), bound.lengths.data(), bound.formats.data(), 1),
+            what);
         return check(conn, std::move(result), what);
     }
 
@@ -205,22 +286,34 @@ struct Client {
                          const std::vector<Param>& params, const std::string& what) {
         const Bound bound(params);
         const auto run = [&] {
-            return Result(PQexecPrepared(conn, name, static_cast<int>(params.size()),
-                                         bound.values.data(), bound.lengths.data(),
-                                         bound.formats.data(), 1));
+            return await_result(conn,
+                                PQsendQueryPrepared(conn, name, static_cast<int>(params.size()),
+                                                    bound.values.data(), bound.lengths.data(),
+                                                    bound.formats.data(), 1),
+                                what);
         };
         Result result = run();
         const char* state =
             result != nullptr ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
         // 26000: no prepared statement of that name on this connection.
         if (state != nullptr && std::string_view(state) == "26000") {
-            check(conn,
-                  Result(PQprepare(conn, name, sql, static_cast<int>(params.size()),
-                                   bound.types.data())),
-                  "prepare a statement");
+            prepare(conn, name, sql, static_cast<int>(params.size()), bound.types.data());
             result = run();
         }
         return check(conn, std::move(result), what);
+    }
+
+    // Prepares `sql` on `conn` as `name`; throws on failure.
+    void prepare(PGconn* conn, const char* name, const char* sql, int count, const Oid* types) {
+        const std::string what = "prepare a statement";
+        check(conn, await_result(conn, PQsendPrepare(conn, name, sql, count, types), what), what);
+    }
+
+    // Whether `conn` has the statement `name` prepared.
+    bool prepared(PGconn* conn, const char* name) {
+        const std::string what = "describe a statement";
+        const Result described = await_result(conn, PQsendDescribePrepared(conn, name), what);
+        return PQresultStatus(described.get()) == PGRES_COMMAND_OK;
     }
 
     // `result` when it succeeded; otherwise throws the mapped error.

@@ -73,15 +73,11 @@ struct PostgresSessionStore::Impl : detail::pg::Client<SessionStoreError> {
                                         "); upgrade ullm or use another database");
             }
             if (version == 0) {
-                const Result created(PQexec(conn, create_schema_sql));
-                if (PQresultStatus(created.get()) != PGRES_COMMAND_OK) {
-                    fail("create the schema", PQerrorMessage(conn),
-                         PQstatus(conn) != CONNECTION_OK);
-                }
+                run_sql(conn, create_schema_sql, "create the schema");
             }
             exec(conn, "COMMIT", {}, "commit the schema");
         } catch (...) {
-            if (PQstatus(conn) == CONNECTION_OK) PQclear(PQexec(conn, "ROLLBACK"));
+            rollback(conn);
             throw;
         }
     }
@@ -96,6 +92,9 @@ std::shared_ptr<PostgresSessionStore> PostgresSessionStore::open(
     if (options.pool_size < 1 || options.pool_size > 64) {
         throw SessionStoreError("postgres session store: the pool size must be 1..64, not " +
                                 std::to_string(options.pool_size));
+    }
+    if (options.read_timeout.count() <= 0) {
+        throw SessionStoreError("postgres session store: the read timeout must be positive");
     }
     auto impl = std::make_unique<Impl>();
     impl->label = "postgres session store";

@@ -151,12 +151,11 @@ struct PostgresUsageLedger::Impl : detail::pg::Client<UsageLedgerError> {
                                        std::to_string(schema_version) + ")");
             }
             if (version == 0) {
-                check(conn, detail::pg::Result(PQexec(conn, ledger_schema_sql)),
-                      "create the schema");
+                run_sql(conn, ledger_schema_sql, "create the schema");
             }
             exec(conn, "COMMIT", {}, "commit the schema");
         } catch (...) {
-            if (PQstatus(conn) == CONNECTION_OK) PQclear(PQexec(conn, "ROLLBACK"));
+            rollback(conn);
             throw;
         }
     }
@@ -182,14 +181,12 @@ struct PostgresUsageLedger::Impl : detail::pg::Client<UsageLedgerError> {
     void prepare(PGconn* conn) {
         for (const auto& [name, sql, count] : {std::tuple{insert_name, insert_sql, 14},
                                                std::tuple{find_name, find_sql.c_str(), 1}}) {
-            const detail::pg::Result described(PQdescribePrepared(conn, name));
-            if (PQresultStatus(described.get()) == PGRES_COMMAND_OK) continue;
+            if (prepared(conn, name)) continue;
             const std::vector<detail::pg::Param> params =
                 count == 1 ? std::vector<detail::pg::Param>{detail::pg::bytea_param("")}
                            : insert_params(UsageRecord{});
             const Bound bound(params);
-            check(conn, detail::pg::Result(PQprepare(conn, name, sql, count, bound.types.data())),
-                  "prepare a statement");
+            Client::prepare(conn, name, sql, count, bound.types.data());
         }
     }
 };
@@ -204,6 +201,9 @@ std::shared_ptr<PostgresUsageLedger> PostgresUsageLedger::open(
     if (options.pool_size < 1 || options.pool_size > 64) {
         throw UsageLedgerError(label + ": the pool size must be 1..64, not " +
                                std::to_string(options.pool_size));
+    }
+    if (options.read_timeout.count() <= 0) {
+        throw UsageLedgerError(label + ": the read timeout must be positive");
     }
     auto impl = std::make_unique<Impl>();
     impl->label = label;
@@ -246,7 +246,7 @@ void PostgresUsageLedger::record_all(std::span<const UsageRecord> records) {
             for (const UsageRecord& record : normalized) impl_->insert_one(conn, record);
             impl_->exec(conn, "COMMIT", {}, "commit usage records");
         } catch (...) {
-            if (PQstatus(conn) == CONNECTION_OK) PQclear(PQexec(conn, "ROLLBACK"));
+            impl_->rollback(conn);
             throw;
         }
         return 0;
