@@ -2,11 +2,13 @@
 # Installs the Debian 12 packages ullm needs to build and test, when any is missing. clang-14
 # (clang++-14) builds the sanitizer and fuzz stage; its ASan, UBSan and libFuzzer runtimes
 # (libclang_rt.*.a) are in libclang-rt-14-dev, which clang-14 only recommends, so it is named.
+# clang-tidy-14 runs the lint stage.
 # postgresql and redis-server: the session store tests start their own throwaway servers
 # (never the system service); libpq-dev and libhiredis-dev build the optional store components.
 set -eu
 packages="g++ cmake ninja-build pkgconf git ca-certificates nlohmann-json3-dev libcurl4-openssl-dev
 libfmt-dev catch2 libsqlite3-dev libre2-dev json-schema-test-suite clang-format clang-14
+clang-tidy-14
 libclang-rt-14-dev libedit-dev postgresql redis-server libpq-dev libhiredis-dev"
 missing=""
 for package in $packages; do

@@ -196,7 +196,7 @@ private:
                     CompletionCall& call = *self;
                     call.post_to_client([self = std::move(self), answer = std::move(answer),
                                          error = std::move(error)]() mutable {
-                        self->on_answer(std::move(answer), std::move(error));
+                        self->on_answer(answer, std::move(error));
                     });
                 });
         } catch (...) {
@@ -231,7 +231,7 @@ private:
     }
 
     // On the callback thread: decodes an attempt's answer, or retries, or completes.
-    void on_answer(HttpResponse answer, std::exception_ptr error) {
+    void on_answer(const HttpResponse& answer, std::exception_ptr error) {
         {
             std::lock_guard lock(mutex_);
             pending_ = nullptr;
@@ -377,15 +377,15 @@ public:
         std::exception_ptr refused;
         try {
             Route route = detail::routed(owner, request, true, tools_checked);
+            std::optional<ChatResponse> skipped;
             if (options.budget) {
                 detail::check_call_budget(*options.budget);
-                if (auto skipped =
-                        detail::within_budget(*client_, request, route, *options.budget)) {
-                    state_ = std::make_unique<detail::ChatStreamState>(
-                        client_, std::move(route), std::move(request), std::move(*skipped));
-                }
+                skipped = detail::within_budget(*client_, request, route, *options.budget);
             }
-            if (!state_) {
+            if (skipped) {
+                state_ = std::make_unique<detail::ChatStreamState>(
+                    client_, std::move(route), std::move(request), std::move(*skipped));
+            } else {
                 state_ = std::make_unique<detail::ChatStreamState>(
                     client_, std::move(route), std::move(request), std::stop_token{}, options.lane);
             }
@@ -744,7 +744,7 @@ void start_next(const Client& client, const std::shared_ptr<Batch>& batch,
 }  // namespace
 
 std::vector<Result<ChatResponse>> Client::complete_many(std::vector<ChatRequest> requests,
-                                                        BatchOptions options) const {
+                                                        const BatchOptions& options) const {
     if (options.max_in_flight == 0) {
         throw InvalidOptionError(ErrorCode::invalid_batch_options,
                                  "BatchOptions::max_in_flight must be at least 1");

@@ -418,7 +418,7 @@ void detail::check_call_budget(const CallBudget& budget) {
 
 ChatResponse Client::complete(ChatRequest request, std::stop_token stop) const {
     const Route route = routed(*this, request, false);
-    return complete_routed(*state_, route, request, std::move(stop));
+    return complete_routed(*state_, route, request, stop);
 }
 
 ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
@@ -430,7 +430,7 @@ ChatStream Client::stream(ChatRequest request, std::stop_token stop) const {
 ChatResponse detail::ConversationCalls::complete(const Client& client, ChatRequest request,
                                                  std::stop_token stop, std::uint64_t lane) {
     const Route route = routed(client, request, false, true);
-    return complete_routed(*client.state_, route, request, std::move(stop), lane);
+    return complete_routed(*client.state_, route, request, stop, lane);
 }
 
 ChatStream detail::ConversationCalls::stream(const Client& client, ChatRequest request,
@@ -457,7 +457,7 @@ ChatResponse Client::complete(ChatRequest request, std::stop_token stop,
                      std::chrono::system_clock::now());
         return std::move(*skipped);
     }
-    return complete_routed(*state_, route, request, std::move(stop));
+    return complete_routed(*state_, route, request, stop);
 }
 
 ChatStream Client::stream(ChatRequest request, std::stop_token stop,

@@ -105,7 +105,7 @@ namespace detail {
 /// async calls.
 class ClientHandle {
 public:
-    explicit ClientHandle(std::shared_ptr<Client::State> state) : state_(std::move(state)) {}
+    explicit ClientHandle(const std::shared_ptr<Client::State>& state) : state_(state) {}
     ~ClientHandle() {
         if (const auto state = state_.lock()) state->async_calls.close();
     }

@@ -121,7 +121,7 @@ void RequestLimiter::on_release(const std::shared_ptr<Charge>& charge, bool sett
     deliver(std::move(grants));
 }
 
-void RequestLimiter::deliver(std::vector<Grant> grants) noexcept {
+void RequestLimiter::deliver(std::vector<Grant>&& grants) noexcept {
     for (auto& [waiter, permit] : grants) {
         try {
             waiter->granted(std::move(permit), nullptr);

@@ -233,7 +233,7 @@ ObjectResponse<json> detail::complete_structured(const Client& client, ChatReque
 }
 
 ObjectResponse<json> Client::complete_object(ChatRequest request, json schema,
-                                             StructuredOutputOptions options,
+                                             const StructuredOutputOptions& options,
                                              std::stop_token stop) const {
     return detail::complete_structured(*this, std::move(request), std::move(schema), options,
                                        std::move(stop), {});
@@ -330,7 +330,7 @@ detail::ObjectStreamCore detail::stream_structured(const Client& client, ChatReq
 }
 
 ObjectStream<json> Client::stream_object(ChatRequest request, json schema,
-                                         StructuredOutputOptions options,
+                                         const StructuredOutputOptions& options,
                                          std::stop_token stop) const {
     return ObjectStream<json>(
         detail::stream_structured(*this, std::move(request), std::move(schema), options,

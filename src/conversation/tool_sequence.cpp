@@ -44,7 +44,7 @@ std::optional<ToolSequenceViolation> check_tool_sequence(const std::vector<Messa
     std::size_t caller = 0;  // Index of that assistant message.
     const auto end_of_run = [&]() -> std::optional<ToolSequenceViolation> {
         if (calls.empty()) return std::nullopt;
-        const auto unanswered = first_unanswered(messages[caller], caller, answered);
+        auto unanswered = first_unanswered(messages[caller], caller, answered);
         calls.clear();
         return unanswered;
     };

@@ -210,7 +210,7 @@ private:
         if (async()) {
             state_->queue->acquire_async(
                 stop_.get_token(), options_.wait_for_tools,
-                resumer<std::exception_ptr>([this](std::exception_ptr refused) {
+                resumer<std::exception_ptr>([this](const std::exception_ptr& refused) {
                     if (refused) std::rethrow_exception(refused);
                     granted();
                 }));
@@ -879,24 +879,25 @@ void TurnHandle::cancel() const noexcept {
 
 TurnHandle Conversation::send_stream_async(Message user_message, TurnCallbacks callbacks,
                                            SendOptions options,
-                                           std::shared_ptr<Executor> executor) {
+                                           const std::shared_ptr<Executor>& executor) {
     return detail::AsyncTurn::launch(state_, std::move(user_message), std::move(options), true,
-                                     std::move(callbacks), std::move(executor));
+                                     std::move(callbacks), executor);
 }
 
 TurnHandle Conversation::send_async(Message user_message,
                                     std::function<void(Result<ConversationReply>)> on_done,
-                                    SendOptions options, std::shared_ptr<Executor> executor) {
+                                    SendOptions options,
+                                    const std::shared_ptr<Executor>& executor) {
     return detail::AsyncTurn::launch(state_, std::move(user_message), std::move(options), false,
-                                     TurnCallbacks{.on_done = std::move(on_done)},
-                                     std::move(executor));
+                                     TurnCallbacks{.on_done = std::move(on_done)}, executor);
 }
 
 TurnHandle Conversation::send_async(std::string text,
                                     std::function<void(Result<ConversationReply>)> on_done,
-                                    SendOptions options, std::shared_ptr<Executor> executor) {
+                                    SendOptions options,
+                                    const std::shared_ptr<Executor>& executor) {
     return send_async(Message::user(std::move(text)), std::move(on_done), std::move(options),
-                      std::move(executor));
+                      executor);
 }
 
 std::future<ConversationReply> Conversation::send_async(Message user_message, SendOptions options) {
@@ -913,10 +914,10 @@ Awaitable<ConversationReply> Conversation::co_send(Message user_message, SendOpt
                                                    std::shared_ptr<Executor> executor) {
     return Awaitable<ConversationReply>(
         [conversation = *this, user = std::move(user_message), options = std::move(options)](
-            std::shared_ptr<Executor> resume_on,
+            const std::shared_ptr<Executor>& resume_on,
             std::function<void(Result<ConversationReply>)> on_done) mutable {
             (void)conversation.send_async(std::move(user), std::move(on_done), std::move(options),
-                                          std::move(resume_on));
+                                          resume_on);
         },
         std::move(executor));
 }
@@ -937,7 +938,8 @@ AsyncEventStream Conversation::co_send_stream(Message user_message, SendOptions 
                                               std::shared_ptr<Executor> resume_on) {
     return AsyncEventStream(
         [conversation = *this, user = std::move(user_message), options = std::move(options)](
-            std::shared_ptr<Executor> batches, std::function<void(const StreamEvent&)> on_event,
+            const std::shared_ptr<Executor>& batches,
+            std::function<void(const StreamEvent&)> on_event,
             std::function<void(Result<ChatResponse>)> on_done) mutable {
             const TurnHandle handle = conversation.send_stream_async(
                 std::move(user),
@@ -951,7 +953,7 @@ AsyncEventStream Conversation::co_send_stream(Message user_message, SendOptions 
                              on_done(Result<ChatResponse>(std::move(outcome).error()));
                          }
                      }},
-                std::move(options), std::move(batches));
+                std::move(options), batches);
             return std::function<void()>([handle] { handle.cancel(); });
         },
         std::move(resume_on));
@@ -993,14 +995,14 @@ ConversationReply Conversation::send(Message user_message, SendOptions options) 
 }
 
 ConversationObject<json> Conversation::send_object(std::string text, json schema,
-                                                   StructuredOutputOptions options,
+                                                   const StructuredOutputOptions& options,
                                                    SendOptions send) {
     return run_object_turn(Message::user(std::move(text)), std::move(schema), options,
                            std::move(send), {});
 }
 
 ConversationObject<json> Conversation::send_object(Message user_message, json schema,
-                                                   StructuredOutputOptions options,
+                                                   const StructuredOutputOptions& options,
                                                    SendOptions send) {
     return run_object_turn(std::move(user_message), std::move(schema), options, std::move(send),
                            {});
@@ -1017,11 +1019,11 @@ ConversationObject<json> Conversation::run_object_turn(Message user, json schema
                                  "conversation turn's cap is SendOptions::budget_usd");
     }
     CompiledSchema compiled = CompiledSchema::value(std::move(schema));
-    detail::ObjectTurn turn{
-        .format = ResponseFormat{options.name, compiled.schema(), options.strict},
-        .schema = std::move(compiled),
-        .decode = decode,
-        .max_repairs = options.max_repairs};
+    ResponseFormat format{options.name, compiled.schema(), options.strict};
+    detail::ObjectTurn turn{.format = std::move(format),
+                            .schema = std::move(compiled),
+                            .decode = decode,
+                            .max_repairs = options.max_repairs};
     detail::TurnRunner runner(state_, std::move(user), std::move(send), false, &turn);
     while (runner.next()) {
     }

@@ -261,7 +261,7 @@ Part parse_part(const json& value, const std::string& path) {
                             fields.string("name", false, false), fields.value("result", true),
                             false};
         if (fields.has("is_error")) {
-            const auto flag = value.at("is_error");
+            const auto& flag = value.at("is_error");
             if (!flag.is_boolean())
                 throw InvalidMessageError(fields.at("is_error"), "must be a boolean");
             part.is_error = flag.get<bool>();

@@ -730,7 +730,7 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
 }
 
 HandlerRun CellSpace::run_handler(const CellLink& link, json input, CellWriteGuard guard,
-                                  HandlerContext context) {
+                                  const HandlerContext& context) {
     std::shared_ptr<const CellHandler> found;
     SharedSchema input_schema;
     {

@@ -476,7 +476,7 @@ DialogTurn Dialog::send(const std::string& instance_name, Message user_message) 
 
 void Dialog::send_async(const std::string& instance_name, Message user_message,
                         std::function<void(DialogTurn)> on_done,
-                        std::shared_ptr<Executor> executor) {
+                        const std::shared_ptr<Executor>& executor) {
     auto run = std::make_shared<detail::DialogTurnRun>(state_, state_->instance(instance_name));
     if (auto refused = run->start()) {
         // Told later, never inside this call, as every async outcome is.
@@ -492,11 +492,11 @@ void Dialog::send_async(const std::string& instance_name, Message user_message,
     }
     (void)run->conversation().send_async(
         std::move(user_message),
-        [run, on_done = std::move(on_done)](Result<ConversationReply> outcome) {
+        [run, on_done = std::move(on_done)](const Result<ConversationReply>& outcome) {
             DialogTurn turn = run->finish(outcome);
             if (on_done) on_done(std::move(turn));
         },
-        run->send_options(), std::move(executor));
+        run->send_options(), executor);
 }
 
 std::future<DialogTurn> Dialog::send_async(const std::string& instance_name, std::string text) {
@@ -510,14 +510,14 @@ std::future<DialogTurn> Dialog::send_async(const std::string& instance_name, std
 Awaitable<DialogTurn> Dialog::co_send(const std::string& instance_name, Message user_message) {
     return Awaitable<DialogTurn>(
         [this, instance_name, user = std::move(user_message)](
-            std::shared_ptr<Executor> resume_on,
+            const std::shared_ptr<Executor>& resume_on,
             std::function<void(Result<DialogTurn>)> on_done) mutable {
             send_async(
                 instance_name, std::move(user),
                 [on_done = std::move(on_done)](DialogTurn turn) {
                     on_done(Result<DialogTurn>(std::move(turn)));
                 },
-                std::move(resume_on));
+                resume_on);
         },
         nullptr);
 }

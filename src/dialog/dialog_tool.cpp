@@ -29,7 +29,7 @@ ToolOutcome error(ErrorCode code, std::string text) {
 // The parameter schema of a path-taking built-in. A link may arrive as a string or as
 // {"@link": …}; a malformed one gets the dialog's own message.
 json path_parameters(json extra_properties = json::object(),
-                     std::vector<std::string> extra_required = {}) {
+                     const std::vector<std::string>& extra_required = {}) {
     json properties = {
         {"path",
          {{"type", {"string", "object"}},

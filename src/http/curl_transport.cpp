@@ -478,8 +478,9 @@ private:
         }
     }
 
-    void detach(std::shared_ptr<Transfer> transfer,
-                std::optional<Failure> failure) {  // by value: it erases the map entry
+    // `transfer` by value: it erases the map entry a reference could point into.
+    void detach(std::shared_ptr<Transfer> transfer,  // NOLINT(performance-unnecessary-value-param)
+                std::optional<Failure> failure) {
         if (active_.erase(transfer->easy) == 0) return;
         publish_active_count();
         curl_multi_remove_handle(multi_, transfer->easy);
@@ -520,12 +521,12 @@ private:
         return lane;
     }
 
-    // Keeps `lane` for the next send, up to `kIdleLanes` of them; the most recently used is
+    // Keeps `lane` for the next send, up to `max_idle_lanes` of them; the most recently used is
     // taken first, with its connection still warm.
     void give_lane(std::unique_ptr<Lane> lane) {
         std::lock_guard lock(lanes_mutex_);
         busy_lanes_.erase(std::find(busy_lanes_.begin(), busy_lanes_.end(), lane.get()));
-        if (!lanes_closed_.load() && idle_lanes_.size() < kIdleLanes) {
+        if (!lanes_closed_.load() && idle_lanes_.size() < max_idle_lanes) {
             idle_lanes_.push_back(std::move(lane));
         }
     }
@@ -717,7 +718,7 @@ private:
     std::vector<Transfer*> news_;                                  // (io) see Transfer::news
     detail::BufferPool buffers_;
 
-    static constexpr std::size_t kIdleLanes = 64;
+    static constexpr std::size_t max_idle_lanes = 64;
     std::mutex lanes_mutex_;
     std::vector<std::unique_ptr<Lane>> idle_lanes_;
     std::vector<Lane*> busy_lanes_;

@@ -368,11 +368,11 @@ void HttpTransport::listen(std::uint64_t epoch) {
         if (stream != nullptr) {
             try {
                 const HttpResponseHead& head = stream->head();
-                if (head.status >= 400 && head.status < 500) {
-                    // 405: the server offers no such stream; 400 or 404: the session is gone
-                    // (the next request starts another, and a new listener); others stay so.
-                    give_up = true;
-                } else if (head.status < 300 && !is_event_stream(head)) {
+                // 405: the server offers no such stream; 400 or 404: the session is gone (the
+                // next request starts another, and a new listener); other 4xx stay so. A 2xx
+                // that is not an event stream is no stream either.
+                if ((head.status >= 400 && head.status < 500) ||
+                    (head.status < 300 && !is_event_stream(head))) {
                     give_up = true;
                 } else if (head.status < 300) {
                     streamed = true;

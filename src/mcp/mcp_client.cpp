@@ -474,7 +474,7 @@ McpClient McpClient::spawn(McpStdioOptions options) {
     return McpClient(std::move(state));
 }
 
-McpClient McpClient::connect(McpHttpOptions options) {
+McpClient McpClient::connect(const McpHttpOptions& options) {
     McpStdioOptions session;
     session.alias = options.alias;
     session.protocol_version = options.protocol_version;
@@ -511,8 +511,9 @@ std::string McpClient::stderr_tail() const {
     return state_->transport->stderr_tail();
 }
 
-json McpClient::request(const std::string& method, json params, const McpCallOptions& options) {
-    return state_->request(method, std::move(params), options, state_->options.request_timeout);
+json McpClient::request(const std::string& method, const json& params,
+                        const McpCallOptions& options) {
+    return state_->request(method, params, options, state_->options.request_timeout);
 }
 
 void McpClient::notify(const std::string& method, json params) {
@@ -589,7 +590,7 @@ json McpClient::get_prompt(const std::string& name,
                            const McpCallOptions& options) {
     json params = {{"name", name}};
     if (!arguments.empty()) params["arguments"] = arguments;
-    return request("prompts/get", std::move(params), options);
+    return request("prompts/get", params, options);
 }
 
 void McpClient::close() noexcept {

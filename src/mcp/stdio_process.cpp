@@ -23,7 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::size_t read_chunk = 64 * 1024;
+constexpr std::size_t read_chunk = std::size_t{64} * 1024;
 // How long the reader waits for the rest of stderr, and for the exit status, after stdout ends.
 constexpr auto drain_wait = std::chrono::milliseconds(300);
 
@@ -142,10 +142,12 @@ StdioProcess::StdioProcess(const McpStdioOptions& options)
 
     std::vector<std::string> arguments = options.command;
     std::vector<char*> argv;
+    argv.reserve(arguments.size() + 1);
     for (auto& argument : arguments) argv.push_back(argument.data());
     argv.push_back(nullptr);
     std::vector<std::string> environment = child_environment(options);
     std::vector<char*> envp;
+    envp.reserve(environment.size() + 1);
     for (auto& variable : environment) envp.push_back(variable.data());
     envp.push_back(nullptr);
 

@@ -60,7 +60,7 @@ void ScriptedProvider::push(ChatResponse response) {
     queue_.push_back({std::move(response)});
 }
 
-void ScriptedProvider::push_text(std::string text, Usage usage) {
+void ScriptedProvider::push_text(const std::string& text, Usage usage) {
     detail::ResponseBuilder builder;
     builder.add_text(text);
     builder.usage() = usage;
@@ -68,7 +68,7 @@ void ScriptedProvider::push_text(std::string text, Usage usage) {
     push(std::move(builder).build(name_));
 }
 
-void ScriptedProvider::push_tool_call(std::string name, json arguments, std::string text,
+void ScriptedProvider::push_tool_call(std::string name, json arguments, const std::string& text,
                                       std::string id, Usage usage) {
     detail::ResponseBuilder builder;
     builder.add_text(text);

@@ -63,11 +63,14 @@ enum class Reader { loop, caller };
 
 Reader any_reader() {
     Reader reader = Reader::loop;
+    // The test's own assertions follow the section, where Catch does not count them for it.
     SECTION("read from the I/O loop") {
         reader = Reader::loop;
+        SUCCEED("open_stream");
     }
     SECTION("driven by the reader") {
         reader = Reader::caller;
+        SUCCEED("open_blocking_stream");
     }
     return reader;
 }

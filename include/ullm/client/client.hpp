@@ -235,8 +235,8 @@ public:
     /// for all of them: one result per request, in request order, each the response or the
     /// error of that request alone. Throws only `InvalidOptionError` `invalid_batch_options`
     /// (before any I/O) when `max_in_flight` is 0.
-    [[nodiscard]] std::vector<Result<ChatResponse>> complete_many(std::vector<ChatRequest> requests,
-                                                                  BatchOptions options = {}) const;
+    [[nodiscard]] std::vector<Result<ChatResponse>> complete_many(
+        std::vector<ChatRequest> requests, const BatchOptions& options = {}) const;
 
     /// Streams `request`'s response to `callbacks` and returns at once: events are read and
     /// decoded as the I/O loop receives them, with no thread per stream (an offline provider or
@@ -357,19 +357,23 @@ public:
     /// `StructuredOutputError` (`structured_output_not_json`, `structured_output_invalid`,
     /// `structured_output_truncated` at once for a reply cut off by `max_tokens`).
     [[nodiscard]] ObjectResponse<json> complete_object(ChatRequest request, json schema,
-                                                       StructuredOutputOptions options = {},
+                                                       const StructuredOutputOptions& options = {},
                                                        std::stop_token stop = {}) const;
 
     /// As `complete_object(request, json_schema_of<T>(), …)`, decoding the reply into `T`; a
     /// reply that does not decode is repaired or refused as one that breaks the schema.
     template <StructuredObject T>
     [[nodiscard]] ObjectResponse<T> complete_object(ChatRequest request,
-                                                    StructuredOutputOptions options = {},
+                                                    const StructuredOutputOptions& options = {},
                                                     std::stop_token stop = {}) const {
         std::optional<T> decoded;
+        // Named first, so that the call below does not depend on `T`.
+        json schema = json_schema_of<T>();
+        const detail::ObjectDecoder decode = [&decoded](const json& value) {
+            detail::decode_object(value, decoded);
+        };
         ObjectResponse<json> result = detail::complete_structured(
-            *this, std::move(request), json_schema_of<T>(), options, std::move(stop),
-            [&decoded](const json& value) { detail::decode_object(value, decoded); });
+            *this, std::move(request), std::move(schema), options, std::move(stop), decode);
         return detail::typed_response<T>(std::move(result), std::move(decoded));
     }
 
@@ -378,20 +382,24 @@ public:
     /// ends the call with the outcome in `ObjectStream::result()`. Options are checked and the
     /// route chosen here; nothing is sent until the first `next()`.
     [[nodiscard]] ObjectStream<json> stream_object(ChatRequest request, json schema,
-                                                   StructuredOutputOptions options = {},
+                                                   const StructuredOutputOptions& options = {},
                                                    std::stop_token stop = {}) const;
 
     /// As `stream_object(request, json_schema_of<T>(), …)`, decoding the final reply into `T`.
     template <StructuredObject T>
     [[nodiscard]] ObjectStream<T> stream_object(ChatRequest request,
-                                                StructuredOutputOptions options = {},
+                                                const StructuredOutputOptions& options = {},
                                                 std::stop_token stop = {}) const {
         auto decoded = std::make_shared<std::optional<T>>();
-        return ObjectStream<T>(
-            detail::stream_structured(
-                *this, std::move(request), json_schema_of<T>(), options, std::move(stop),
-                [decoded](const json& value) { detail::decode_object(value, *decoded); }),
-            decoded);
+        // Named first, so that the call below does not depend on `T`.
+        json schema = json_schema_of<T>();
+        detail::ObjectDecoder decode = [decoded](const json& value) {
+            detail::decode_object(value, *decoded);
+        };
+        detail::ObjectStreamCore core =
+            detail::stream_structured(*this, std::move(request), std::move(schema), options,
+                                      std::move(stop), std::move(decode));
+        return ObjectStream<T>(std::move(core), decoded);
     }
 
     /// A conversation over this client (include `<ullm/conversation/conversation.hpp>`):

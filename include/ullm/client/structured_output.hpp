@@ -156,7 +156,7 @@ void decode_object(const json& value, std::optional<T>& out) {
 
 /// `from` with its object taken from `decoded`.
 template <class T>
-[[nodiscard]] ObjectResponse<T> typed_response(ObjectResponse<json> from,
+[[nodiscard]] ObjectResponse<T> typed_response(ObjectResponse<json>&& from,
                                                std::optional<T>&& decoded) {
     ObjectResponse<T> out;
     if (from.object) out.object = std::move(decoded);
@@ -189,7 +189,8 @@ public:
             if constexpr (std::is_same_v<T, json>) {
                 result_ = *core_.result();
             } else {
-                result_ = detail::typed_response<T>(*core_.result(), std::move(*decoded_));
+                result_ = detail::typed_response<T>(ObjectResponse<json>(*core_.result()),
+                                                    std::move(*decoded_));
             }
         }
         return event;

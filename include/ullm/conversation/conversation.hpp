@@ -184,7 +184,7 @@ class AsyncTurn;
 
 /// `from` with its object taken from `decoded`.
 template <class T>
-[[nodiscard]] ConversationObject<T> typed_conversation_object(ConversationObject<json> from,
+[[nodiscard]] ConversationObject<T> typed_conversation_object(ConversationObject<json>&& from,
                                                               std::optional<T>&& decoded) {
     ConversationObject<T> out;
     static_cast<ObjectResponse<T>&>(out) =
@@ -304,12 +304,14 @@ public:
     /// own callbacks (`system_context`, a context manager, `on_compaction`, budget warnings,
     /// `on_interrupted_turn`) and its session store writes run there too.
     TurnHandle send_async(std::string text, std::function<void(Result<ConversationReply>)> on_done,
-                          SendOptions options = {}, std::shared_ptr<Executor> executor = nullptr);
+                          SendOptions options = {},
+                          const std::shared_ptr<Executor>& executor = nullptr);
 
     /// As `send_async(std::string, on_done, …)`, with a whole user message.
     TurnHandle send_async(Message user_message,
                           std::function<void(Result<ConversationReply>)> on_done,
-                          SendOptions options = {}, std::shared_ptr<Executor> executor = nullptr);
+                          SendOptions options = {},
+                          const std::shared_ptr<Executor>& executor = nullptr);
 
     /// The turn of `send_stream` pushed to `callbacks` as it runs, without a thread that waits
     /// for it (see `send_async`). The model's events reach `on_event` as they arrive; the next
@@ -317,7 +319,7 @@ public:
     /// consumer holds back its own turn alone.
     TurnHandle send_stream_async(Message user_message, TurnCallbacks callbacks,
                                  SendOptions options = {},
-                                 std::shared_ptr<Executor> executor = nullptr);
+                                 const std::shared_ptr<Executor>& executor = nullptr);
 
     /// `co_await conversation.co_send(user_message, options, executor)`: as `send_async`,
     /// started when awaited; the coroutine is resumed as `Client::co_complete` resumes it
@@ -358,32 +360,36 @@ public:
     /// `on_interrupted_turn` keeps it; its spend is in the totals). A tool that ends the turn
     /// (`ToolContext::end_turn`) leaves no JSON reply: `structured_output_not_json`.
     [[nodiscard]] ConversationObject<json> send_object(std::string text, json schema,
-                                                       StructuredOutputOptions options = {},
+                                                       const StructuredOutputOptions& options = {},
                                                        SendOptions send = {});
 
     /// As `send_object(std::string, …)`, with a whole user message.
     [[nodiscard]] ConversationObject<json> send_object(Message user_message, json schema,
-                                                       StructuredOutputOptions options = {},
+                                                       const StructuredOutputOptions& options = {},
                                                        SendOptions send = {});
 
     /// As `send_object(text, json_schema_of<T>(), …)`, decoding the reply into `T`; a reply
     /// that does not decode is repaired or refused as one that breaks the schema.
     template <StructuredObject T>
     [[nodiscard]] ConversationObject<T> send_object(std::string text,
-                                                    StructuredOutputOptions options = {},
+                                                    const StructuredOutputOptions& options = {},
                                                     SendOptions send = {}) {
-        return send_object<T>(Message::user(std::move(text)), std::move(options), std::move(send));
+        return send_object<T>(Message::user(std::move(text)), options, std::move(send));
     }
 
     /// As `send_object<T>(std::string, …)`, with a whole user message.
     template <StructuredObject T>
     [[nodiscard]] ConversationObject<T> send_object(Message user_message,
-                                                    StructuredOutputOptions options = {},
+                                                    const StructuredOutputOptions& options = {},
                                                     SendOptions send = {}) {
         std::optional<T> decoded;
+        // Named first, so that the call below does not depend on `T`.
+        json schema = json_schema_of<T>();
+        const detail::ObjectDecoder decode = [&decoded](const json& value) {
+            detail::decode_object(value, decoded);
+        };
         ConversationObject<json> result = run_object_turn(
-            std::move(user_message), json_schema_of<T>(), options, std::move(send),
-            [&decoded](const json& value) { detail::decode_object(value, decoded); });
+            std::move(user_message), std::move(schema), options, std::move(send), decode);
         return detail::typed_conversation_object<T>(std::move(result), std::move(decoded));
     }
 

@@ -126,7 +126,7 @@ private:
     void arm(Clock::time_point opens);
     void on_release(const std::shared_ptr<Charge>& charge, bool settle_only,
                     std::int64_t tokens) noexcept;
-    static void deliver(std::vector<Grant> grants) noexcept;
+    static void deliver(std::vector<Grant>&& grants) noexcept;
     // Takes `waiter` out of the queue and tells it `error`; nothing when it is not queued.
     void remove(const std::shared_ptr<Waiter>& waiter, const std::exception_ptr& error);
 

@@ -333,7 +333,7 @@ public:
     /// `guard`, when set, wraps every write the handler makes (see `CellWriter`).
     /// `context` is what the handler is told of its call (its stop token and deadline).
     HandlerRun run_handler(const CellLink& link, json input, CellWriteGuard guard = {},
-                           HandlerContext context = {});
+                           const HandlerContext& context = {});
 
     /// Releases the cell of `link` now, a caller cell or a run cell: its link reads as
     /// `unknown_cell` from then on. `link` must name the whole cell (an empty pointer;

@@ -142,7 +142,7 @@ public:
     /// blocking turn. Throws `bad_alloc` only.
     void send_async(const std::string& instance, Message user_message,
                     std::function<void(DialogTurn)> on_done,
-                    std::shared_ptr<Executor> executor = nullptr);
+                    const std::shared_ptr<Executor>& executor = nullptr);
 
     /// As `send_async(instance, Message::user(text), on_done)`, the outcome in a future.
     [[nodiscard]] std::future<DialogTurn> send_async(const std::string& instance, std::string text);

@@ -38,6 +38,7 @@ public:
     /// it without a thread of its own. `notify` runs on a transport thread and must not block;
     /// it may run spuriously. Returns false, and never calls `notify`, when the stream cannot
     /// tell (this default): its reads may wait.
+    // NOLINTNEXTLINE(performance-unnecessary-value-param): an override keeps it
     virtual bool notify_when_ready(std::function<void()> notify) {
         (void)notify;
         return false;

@@ -184,7 +184,7 @@ public:
     /// `mcp_connection_failed` when the server cannot be reached or the answer is lost;
     /// `mcp_session_expired` when the new session is refused too; the client stays usable.
     /// Throws like `spawn`, and `mcp_connection_failed`.
-    [[nodiscard]] static McpClient connect(McpHttpOptions options);
+    [[nodiscard]] static McpClient connect(const McpHttpOptions& options);
 
     /// The negotiated protocol version.
     [[nodiscard]] const std::string& protocol_version() const noexcept;
@@ -203,7 +203,7 @@ public:
 
     /// Sends a request and waits for its result object. Throws `McpError`, or
     /// `CancelledError` when `options.stop_token` was signalled.
-    [[nodiscard]] json request(const std::string& method, json params = json::object(),
+    [[nodiscard]] json request(const std::string& method, const json& params = json::object(),
                                const McpCallOptions& options = {});
     /// Sends a notification. Throws `McpError` when the connection is closed.
     void notify(const std::string& method, json params = json::object());

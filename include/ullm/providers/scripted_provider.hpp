@@ -33,9 +33,9 @@ public:
     /// Queues a whole response.
     void push(ChatResponse response);
     /// Queues a text answer with the given usage.
-    void push_text(std::string text, Usage usage = {});
+    void push_text(const std::string& text, Usage usage = {});
     /// Queues an answer that calls one tool (`id` generated when empty), after optional text.
-    void push_tool_call(std::string name, json arguments, std::string text = {},
+    void push_tool_call(std::string name, json arguments, const std::string& text = {},
                         std::string id = {}, Usage usage = {});
     /// Queues explicit stream events (a `done` is added when missing).
     void push_events(std::vector<StreamEvent> events);

@@ -48,6 +48,7 @@ namespace ullm {
 
 /// Names a type in the customisation functions `ullm_json_schema` and `ullm_describe`.
 template <class T>
+// NOLINTNEXTLINE(readability-identifier-naming): named like the standard's tags
 struct schema_tag {};
 
 /// Descriptions the model reads for a described struct and its fields.
@@ -103,11 +104,13 @@ concept HasDescribeHook = requires {
 };
 
 template <class T>
+// NOLINTNEXTLINE(readability-identifier-naming): named like the standard's traits
 struct is_optional : std::false_type {};
 template <class T>
 struct is_optional<std::optional<T>> : std::true_type {};
 
 template <class T>
+// NOLINTNEXTLINE(readability-identifier-naming): named like the standard's traits
 struct sequence_of {
     static constexpr bool value = false;
 };
@@ -128,6 +131,7 @@ struct sequence_of<std::list<T, A>> {
 };
 
 template <class T>
+// NOLINTNEXTLINE(readability-identifier-naming): named like the standard's traits
 struct set_of {
     static constexpr bool value = false;
 };
@@ -138,6 +142,7 @@ struct set_of<std::set<T, C, A>> {
 };
 
 template <class T>
+// NOLINTNEXTLINE(readability-identifier-naming): named like the standard's traits
 struct fixed_array_of {
     static constexpr bool value = false;
 };
@@ -149,6 +154,7 @@ struct fixed_array_of<std::array<T, N>> {
 };
 
 template <class T>
+// NOLINTNEXTLINE(readability-identifier-naming): named like the standard's traits
 struct string_map_of {
     static constexpr bool value = false;
 };

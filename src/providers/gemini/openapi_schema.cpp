@@ -113,10 +113,8 @@ public:
                        key == "maxItems" || key == "minimum" || key == "maximum" ||
                        key == "nullable") {
                 out[key] = value;
-            } else if (key == "format") {
-                moved[key] = value;  // placed once the type is known
-            } else if (said_in_description(key)) {
-                moved[key] = value;
+            } else if (key == "format" || said_in_description(key)) {
+                moved[key] = value;  // a format is placed once the type is known
             } else if (!dropped(key)) {
                 refuse("`" + key + "`", path, "is not in Gemini's responseSchema subset");
             }
