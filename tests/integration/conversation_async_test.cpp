@@ -241,9 +241,12 @@ TEST_CASE("async and blocking turns share one FIFO", "[conversation][async][inte
 
     std::vector<std::future<ullm::ConversationReply>> futures;
     futures.push_back(conversation.send_async("A"));
+    // B starts once A holds the slot (its first request has reached the server): an async
+    // turn takes its place in the queue on its strand, just after `send_async` returns, so a
+    // blocking send started at the same instant may come first.
+    for (int i = 0; i < 2000 && server.request_count() == 0; ++i) std::this_thread::sleep_for(1ms);
     std::thread blocking([&] { (void)conversation.send("B"); });
     // B queues behind A (A holds the slot for its two rounds); C and D queue behind B.
-    for (int i = 0; i < 2000 && server.request_count() == 0; ++i) std::this_thread::sleep_for(1ms);
     std::this_thread::sleep_for(20ms);
     futures.push_back(conversation.send_async("C"));
     futures.push_back(conversation.send_async("D"));
