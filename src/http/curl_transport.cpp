@@ -117,6 +117,19 @@ struct Transfer {
     // A stream's reader that does not wait: told when there is something to read.
     std::shared_ptr<const std::function<void()>> on_news;
 
+    // Records that the transfer ended, with `ending` (its message redacted) if it failed.
+    // False when it had ended already. Under `mutex` when another thread may look.
+    bool mark_ended(std::optional<Failure> ending) {
+        if (done) return false;
+        done = true;
+        head_ready = true;
+        if (ending) {
+            ending->message = detail::redact(ending->message, secrets);
+            failure = std::move(ending);
+        }
+        return true;
+    }
+
     ~Transfer() {
         if (header_list != nullptr) curl_slist_free_all(header_list);
         if (easy != nullptr) curl_easy_cleanup(easy);
@@ -142,6 +155,12 @@ struct Lane {
     }
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
+};
+
+// What driving a transfer on a lane came to (`Engine::pump`): whether it ended, and how.
+struct Pumped {
+    bool ended = false;
+    std::optional<Failure> failure;
 };
 
 namespace {
@@ -222,15 +241,9 @@ public:
     HttpResponse send_on_lane(const HttpRequest& request, const std::stop_token& stop) {
         std::unique_ptr<Lane> lane = take_lane();
         Transfer transfer;
-        transfer.buffer_limit = options_.max_response_bytes;
-        transfer.idle_timeout = request.idle_timeout;
-        transfer.secrets = detail::request_secrets(request);
-        transfer.request_body = request.body;
         curl_easy_reset(lane->easy);
-        configure(transfer, request, lane->easy);
-        std::optional<Failure> failure = drive(*lane, transfer, stop);
-        if (failure) failure->message = detail::redact(failure->message, transfer.secrets);
-        transfer.failure = std::move(failure);
+        configure(transfer, request, false, lane->easy);
+        transfer.mark_ended(drive(*lane, transfer, stop));
         transfer.easy = nullptr;  // the lane's, kept for the next send
         give_lane(std::move(lane));
         HttpResponse response;
@@ -243,15 +256,9 @@ public:
                                     ResponseHandler on_done = {}) {
         auto transfer = std::make_shared<Transfer>();
         transfer->on_done = std::move(on_done);
-        transfer->streaming = streaming;
-        transfer->buffer_limit =
-            streaming ? options_.stream_buffer_bytes : options_.max_response_bytes;
-        transfer->idle_timeout = request.idle_timeout;
-        transfer->secrets = detail::request_secrets(request);
-        transfer->request_body = request.body;
         if (streaming) transfer->body = buffers_.take();
         transfer->news = &news_;
-        configure(*transfer, request, curl_easy_init());
+        configure(*transfer, request, streaming, curl_easy_init());
         post({Command::Kind::add, transfer});
         return transfer;
     }
@@ -301,10 +308,17 @@ private:
         curl_multi_wakeup(multi_);
     }
 
-    // Sets `easy` (fresh or reset) up for `request` and gives it to `transfer`.
-    void configure(Transfer& transfer, const HttpRequest& request, CURL* easy) {
+    // Sets `transfer` up for `request` (a stream's or a whole response's limits, its idle
+    // timeout, its secrets, its body) and `easy` (fresh or reset) with it, which it is given.
+    void configure(Transfer& transfer, const HttpRequest& request, bool streaming, CURL* easy) {
         if (easy == nullptr)
             throw TransportError(ErrorCode::transport_error, "curl_easy_init failed", false);
+        transfer.streaming = streaming;
+        transfer.buffer_limit =
+            streaming ? options_.stream_buffer_bytes : options_.max_response_bytes;
+        transfer.idle_timeout = request.idle_timeout;
+        transfer.secrets = detail::request_secrets(request);
+        transfer.request_body = request.body;
         transfer.easy = easy;
         curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
         curl_easy_setopt(easy, CURLOPT_PRIVATE, &transfer);
@@ -456,13 +470,7 @@ private:
         std::exception_ptr error;
         {
             std::lock_guard lock(transfer.mutex);
-            if (transfer.done) return;
-            transfer.done = true;
-            transfer.head_ready = true;
-            if (failure) {
-                failure->message = detail::redact(failure->message, transfer.secrets);
-                transfer.failure = std::move(failure);
-            }
+            if (!transfer.mark_ended(std::move(failure))) return;
             if (transfer.on_done) {
                 handler = std::move(transfer.on_done);
                 error = outcome(transfer, response);
@@ -544,29 +552,26 @@ private:
             return Failure{ErrorCode::transport_error, curl_multi_strerror(code), false};
         }
         transfer.last_activity = Clock::now();
-        bool ended = false;
-        std::optional<Failure> failure = pump(lane, transfer, stopped, ended, [] { return false; });
+        Pumped pumped = pump(lane, transfer, stopped, [] { return false; });
         curl_multi_remove_handle(lane.multi, transfer.easy);
-        return failure;
+        return std::move(pumped.failure);
     }
 
     // Drives `transfer`, whose easy handle is in `lane`'s multi, on the calling thread until
     // `enough()` holds after a pass, or until the transfer ends: done, cancelled through
     // `stopped` (then `transfer.cancelled`), silent for its idle timeout, or cut off by the
-    // transport's shutdown. Sets `ended` when it ended and returns its failure, if any.
+    // transport's shutdown.
     template <typename Enough>
-    std::optional<Failure> pump(Lane& lane, Transfer& transfer, const std::atomic<bool>& stopped,
-                                bool& ended, Enough enough) {
+    Pumped pump(Lane& lane, Transfer& transfer, const std::atomic<bool>& stopped, Enough enough) {
         for (;;) {
-            ended = true;
             if (stopped.load()) {
                 std::lock_guard lock(transfer.mutex);
                 transfer.cancelled = true;
-                return std::nullopt;
+                return {true, std::nullopt};
             }
             if (lanes_closed_.load()) {
-                return Failure{ErrorCode::connection_failed, "the transport has been shut down",
-                               false};
+                return {true, Failure{ErrorCode::connection_failed,
+                                      "the transport has been shut down", false}};
             }
             int running = 0;
             curl_multi_perform(lane.multi, &running);
@@ -578,18 +583,16 @@ private:
                 failure = ended_with(transfer, message->data.result);
                 done = true;
             }
-            if (done) return failure;
-            ended = false;
-            if (enough()) return std::nullopt;
+            if (done) return {true, std::move(failure)};
+            if (enough()) return {false, std::nullopt};
             std::chrono::milliseconds wait{1000};
             if (transfer.idle_timeout.count() > 0) {
                 const auto left = transfer.last_activity + transfer.idle_timeout - Clock::now();
                 if (left <= Clock::duration::zero()) {
-                    ended = true;
-                    return Failure{ErrorCode::timeout,
-                                   "no data received for " +
-                                       std::to_string(transfer.idle_timeout.count()) + " ms",
-                                   true};
+                    return {true, Failure{ErrorCode::timeout,
+                                          "no data received for " +
+                                              std::to_string(transfer.idle_timeout.count()) + " ms",
+                                          true}};
                 }
                 wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(left) +
                                           std::chrono::milliseconds(1));
@@ -861,14 +864,9 @@ public:
     LaneStream(std::shared_ptr<CurlTransport::Engine> engine, const HttpRequest& request,
                std::stop_token stop)
         : engine_(std::move(engine)), lane_(engine_->take_lane()) {
-        transfer_.streaming = true;
-        transfer_.buffer_limit = engine_->options_.stream_buffer_bytes;
-        transfer_.idle_timeout = request.idle_timeout;
-        transfer_.secrets = detail::request_secrets(request);
-        transfer_.request_body = request.body;
         try {
             curl_easy_reset(lane_->easy);
-            engine_->configure(transfer_, request, lane_->easy);
+            engine_->configure(transfer_, request, true, lane_->easy);
         } catch (...) {
             end(std::nullopt);
             throw;
@@ -928,10 +926,8 @@ private:
         if (transfer_.cancelled) throw CancelledError("the stream was cancelled");
         if (enough()) return true;
         if (transfer_.done) return false;
-        bool ended = false;
-        std::optional<Failure> failure =
-            engine_->pump(*lane_, transfer_, cancelled_, ended, enough);
-        if (ended) end(std::move(failure));
+        Pumped pumped = engine_->pump(*lane_, transfer_, cancelled_, enough);
+        if (pumped.ended) end(std::move(pumped.failure));
         if (transfer_.cancelled) throw CancelledError("the stream was cancelled");
         return enough();
     }
@@ -939,13 +935,7 @@ private:
     // Ends the transfer (aborting it, and closing its connection, if it still runs) and gives
     // the lane back to the engine for the next call. Idempotent.
     void end(std::optional<Failure> failure) noexcept {
-        if (transfer_.done) return;
-        transfer_.done = true;
-        transfer_.head_ready = true;
-        if (failure) {
-            failure->message = detail::redact(failure->message, transfer_.secrets);
-            transfer_.failure = std::move(failure);
-        }
+        if (!transfer_.mark_ended(std::move(failure))) return;
         std::unique_ptr<Lane> lane;
         {
             std::lock_guard lock(lane_mutex_);

@@ -31,6 +31,7 @@
 
 #if defined(ULLM_HAVE_POSTGRES)
 #include <ullm/store/postgres_session_store.hpp>
+#include <ullm/store/postgres_usage_ledger.hpp>
 
 #include <atomic>
 
@@ -797,6 +798,29 @@ TEST_CASE("PostgresSessionStore reports a killed server as retryable and recover
     REQUIRE(stored.has_value());
     CHECK(stored->snapshot == "one");
     CHECK(store->put("t", "s", "two", 1) == 2);
+}
+
+TEST_CASE("the Postgres components refuse invalid options before connecting",
+          "[session_store][postgres]") {
+    using namespace std::chrono_literals;
+    // No server is listening there: the options are refused before any connection is tried.
+    const std::string nowhere = "host=127.0.0.1 port=1 dbname=none";
+    for (const ullm::PostgresStoreOptions& options :
+         {ullm::PostgresStoreOptions{.connection_string = nowhere, .pool_size = 0},
+          ullm::PostgresStoreOptions{.connection_string = nowhere, .pool_size = 65},
+          ullm::PostgresStoreOptions{.connection_string = nowhere, .read_timeout = 0ms}}) {
+        try {
+            (void)ullm::PostgresSessionStore::open(options);
+            FAIL("invalid options were taken");
+        } catch (const ullm::SessionStoreError& error) {
+            CHECK(error.code() == "session_store_failed");
+            const std::string message = error.what();
+            CHECK((message.find("pool size must be 1..64") != std::string::npos ||
+                   message.find("read timeout must be positive") != std::string::npos));
+        }
+        CHECK(ullm::test::error_code_of([&] { (void)ullm::PostgresUsageLedger::open(options); }) ==
+              "usage_ledger_failed");
+    }
 }
 
 TEST_CASE("PostgresSessionStore fails a call to a server that stops answering, and recovers",

@@ -142,6 +142,23 @@ struct Client {
 
     detail::ConnectionPool<Conn> pool;
 
+    // Checks `options` and takes them, with `label`: the set-up both components share.
+    // Throws `StoreError` for an invalid option or a malformed connection string.
+    void configure(std::string name, const PostgresStoreOptions& settings) {
+        if (settings.pool_size < 1 || settings.pool_size > 64) {
+            throw StoreError(name + ": the pool size must be 1..64, not " +
+                             std::to_string(settings.pool_size));
+        }
+        if (settings.read_timeout.count() <= 0) {
+            throw StoreError(name + ": the read timeout must be positive");
+        }
+        target = parse_target<StoreError>(settings.connection_string, name);
+        label = std::move(name);
+        options = settings;
+        pool.size = settings.pool_size;
+        pool.wait = settings.checkout_timeout;
+    }
+
     [[noreturn]] void fail(const std::string& what, const std::string& detail,
                            bool retryable) const {
         throw StoreError(label + " " + target.description + ": cannot " + what + ": " +

@@ -89,20 +89,8 @@ PostgresSessionStore::~PostgresSessionStore() = default;
 
 std::shared_ptr<PostgresSessionStore> PostgresSessionStore::open(
     const PostgresStoreOptions& options) {
-    if (options.pool_size < 1 || options.pool_size > 64) {
-        throw SessionStoreError("postgres session store: the pool size must be 1..64, not " +
-                                std::to_string(options.pool_size));
-    }
-    if (options.read_timeout.count() <= 0) {
-        throw SessionStoreError("postgres session store: the read timeout must be positive");
-    }
     auto impl = std::make_unique<Impl>();
-    impl->label = "postgres session store";
-    impl->options = options;
-    impl->target =
-        detail::pg::parse_target<SessionStoreError>(options.connection_string, impl->label);
-    impl->pool.size = options.pool_size;
-    impl->pool.wait = options.checkout_timeout;
+    impl->configure("postgres session store", options);
     impl->with_connection([&](PGconn* conn) {
         impl->migrate(conn);
         return 0;

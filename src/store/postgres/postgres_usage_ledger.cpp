@@ -197,21 +197,8 @@ PostgresUsageLedger::~PostgresUsageLedger() = default;
 
 std::shared_ptr<PostgresUsageLedger> PostgresUsageLedger::open(
     const PostgresStoreOptions& options) {
-    const std::string label = "postgres usage ledger";
-    if (options.pool_size < 1 || options.pool_size > 64) {
-        throw UsageLedgerError(label + ": the pool size must be 1..64, not " +
-                               std::to_string(options.pool_size));
-    }
-    if (options.read_timeout.count() <= 0) {
-        throw UsageLedgerError(label + ": the read timeout must be positive");
-    }
     auto impl = std::make_unique<Impl>();
-    impl->label = label;
-    impl->options = options;
-    impl->target =
-        detail::pg::parse_target<UsageLedgerError>(options.connection_string, impl->label);
-    impl->pool.size = options.pool_size;
-    impl->pool.wait = options.checkout_timeout;
+    impl->configure("postgres usage ledger", options);
     impl->with_connection([&](PGconn* conn) {
         impl->migrate(conn);
         return 0;
