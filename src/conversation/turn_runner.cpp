@@ -145,6 +145,20 @@ public:
 
     [[nodiscard]] bool finished() const noexcept { return phase_ == Phase::finished; }
 
+    // Async: takes the turn's place in the FIFO now, on the calling thread, instead of at the
+    // first `next()` on the strand, so that turns queue in the order their calls were made (a
+    // `send_async` before a `send` that another thread starts just after it). The rules of
+    // `TurnQueue::acquire_async` apply as on the caller's thread: a tool callback's own thread
+    // is refused. If it throws (bad_alloc), the turn is as before and `next()` tries again.
+    void take_place() {
+        try {
+            begin();
+        } catch (...) {
+            phase_ = Phase::waiting;
+            throw;
+        }
+    }
+
     // The reply of a finished turn, moved out.
     [[nodiscard]] ConversationReply take_reply() { return std::move(*reply_); }
     [[nodiscard]] const std::shared_ptr<TurnQueue>& queue() const noexcept { return state_->queue; }
@@ -753,7 +767,8 @@ public:
           callbacks_(std::move(callbacks)),
           runner_(state, std::move(user), std::move(options), streaming) {}
 
-    // Starts the turn; its first step runs on the strand, never inside this call.
+    // Starts the turn: it takes its place in the FIFO here, and its first step runs on the
+    // strand, never inside this call.
     void start() {
         self_ = shared_from_this();
         const std::weak_ptr<AsyncTurn> weak = weak_from_this();
@@ -777,6 +792,11 @@ public:
                     self->callbacks_.on_event(event);
                 }
             });
+        try {
+            runner_.take_place();
+        } catch (...) {
+            runner_.abort(std::current_exception());  // the first step ends the turn with it
+        }
         strand_->post([self = self_] { self->drive(); });
     }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <coroutine>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -190,6 +191,56 @@ struct Outcome {
     }
 };
 
+// An executor whose thread runs nothing until `open()`: an async turn on it cannot take a
+// step, so what it did inside `send_async` alone can be seen.
+class GatedExecutor final : public ullm::Executor {
+public:
+    GatedExecutor()
+        : thread_([this] {
+              std::unique_lock lock(mutex_);
+              for (;;) {
+                  changed_.wait(lock, [&] { return stopping_ || (open_ && !queue_.empty()); });
+                  if (queue_.empty()) return;
+                  auto work = std::move(queue_.front());
+                  queue_.pop_front();
+                  lock.unlock();
+                  work();
+                  lock.lock();
+              }
+          }) {}
+    ~GatedExecutor() override {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+            open_ = true;
+        }
+        changed_.notify_all();
+        thread_.join();
+    }
+    void post(std::function<void()> work) noexcept override {
+        {
+            std::lock_guard lock(mutex_);
+            queue_.push_back(std::move(work));
+        }
+        changed_.notify_all();
+    }
+    void open() {
+        {
+            std::lock_guard lock(mutex_);
+            open_ = true;
+        }
+        changed_.notify_all();
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::deque<std::function<void()>> queue_;
+    bool open_ = false;
+    bool stopping_ = false;
+    std::thread thread_;
+};
+
 struct Detached {
     struct promise_type {
         Detached get_return_object() { return {}; }
@@ -241,10 +292,6 @@ TEST_CASE("async and blocking turns share one FIFO", "[conversation][async][inte
 
     std::vector<std::future<ullm::ConversationReply>> futures;
     futures.push_back(conversation.send_async("A"));
-    // B starts once A holds the slot (its first request has reached the server): an async
-    // turn takes its place in the queue on its strand, just after `send_async` returns, so a
-    // blocking send started at the same instant may come first.
-    for (int i = 0; i < 2000 && server.request_count() == 0; ++i) std::this_thread::sleep_for(1ms);
     std::thread blocking([&] { (void)conversation.send("B"); });
     // B queues behind A (A holds the slot for its two rounds); C and D queue behind B.
     std::this_thread::sleep_for(20ms);
@@ -260,6 +307,25 @@ TEST_CASE("async and blocking turns share one FIFO", "[conversation][async][inte
     CHECK(texts[3] == "D");
     CHECK(calls == 4);
     CHECK(conversation.history().size() == 16);
+}
+
+TEST_CASE("an async turn takes its place in the FIFO inside send_async",
+          "[conversation][async][integration]") {
+    Weather weather;
+    const auto gate = std::make_shared<GatedExecutor>();
+    Outcome<ullm::ConversationReply> first;
+    (void)weather.conversation.send_async("A", first.handler(), {}, gate);
+    // A holds the slot, though none of its steps can run yet: a blocking send started after
+    // send_async returned waits for it, and sends nothing.
+    std::thread blocking([&] { CHECK(weather.conversation.send("B").text == "Sunny in B."); });
+    std::this_thread::sleep_for(100ms);
+    CHECK(weather.server.request_count() == 0);
+    gate->open();
+    CHECK(first.get().value().text == "Sunny in A.");
+    blocking.join();
+    CHECK(user_texts(weather.conversation.history()) == std::vector<std::string>{"A", "B"});
+    // The first request the server saw was A's.
+    CHECK(json::parse(weather.server.requests().front().body)["messages"].back()["content"] == "A");
 }
 
 TEST_CASE("many async turns run on a few threads", "[conversation][async][integration]") {

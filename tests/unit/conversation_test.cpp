@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <latch>
 #include <limits>
 #include <mutex>
@@ -482,8 +483,11 @@ TEST_CASE("a tool cannot start a turn on its own conversation", "[conversation]"
     std::optional<ullm::Conversation> self;
     std::string inner_code;
     std::string outsider_code;
+    std::future<ullm::ConversationReply> inner_async;
     auto reentrant = tool_running("reentrant", [&](const json&, ullm::ToolContext&) -> json {
         inner_code = error_code_of([&] { (void)self->send("nested"); });
+        // An async turn is refused on arrival too (it takes its place inside send_async).
+        inner_async = self->send_async("nested async");
         // Another thread arriving during the callback is refused the same way.
         std::thread outsider(
             [&] { outsider_code = error_code_of([&] { (void)self->send("x"); }); });
@@ -496,6 +500,7 @@ TEST_CASE("a tool cannot start a turn on its own conversation", "[conversation]"
     CHECK(self->send("go").text == "done");
     CHECK(inner_code == "conversation_busy");
     CHECK(outsider_code == "conversation_busy");
+    CHECK(error_code_of([&] { (void)inner_async.get(); }) == "conversation_busy");
     CHECK(s.provider->requests().size() == 2);
 }
 

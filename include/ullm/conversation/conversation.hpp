@@ -291,7 +291,7 @@ public:
     /// the client's callback thread (tools on the client's tool pool, as `send` runs them).
     /// Returns at once; nothing throws here (invalid options included): the future gives the
     /// reply or throws what `send` would have thrown. Turns from `send`, `send_stream` and the
-    /// async calls share one FIFO.
+    /// async calls share one FIFO; the async turn takes its place in it before this returns.
     [[nodiscard]] std::future<ConversationReply> send_async(std::string text,
                                                             SendOptions options = {});
 
