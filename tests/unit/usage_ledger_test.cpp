@@ -159,6 +159,42 @@ void check_usage_ledger_contract(const LedgerFactory& make) {
         CHECK(read == records);
     }
 
+    SECTION("a batch holding one record twice keeps it once; two records under one id conflict") {
+        auto records = sample_records();
+        records.push_back(records[2]);
+        ledger->record_all(records);
+        CHECK(total_requests(*ledger) == 6);
+        auto twin = make_record("twin", "acme", "s1", "openai", "gpt-4o", day_two, 5, 0.1);
+        auto other = twin;
+        other.usage.output_tokens += 1;
+        const std::vector<ullm::UsageRecord> batch{
+            make_record("new-2", "acme", "s9", "openai", "gpt-4o", day_two, 5, 0.1), twin, other};
+        CHECK(error_code_of([&] { ledger->record_all(batch); }) == "usage_record_conflict");
+        CHECK(total_requests(*ledger) == 6);
+        ledger->record_all({});
+        CHECK(total_requests(*ledger) == 6);
+    }
+
+    SECTION("a batch of 5,000 records with hostile bytes reads back exactly") {
+        const std::string nul("\0", 1);
+        std::vector<ullm::UsageRecord> records;
+        for (int i = 0; i < 5000; ++i) {
+            auto record = make_record("b" + nul + std::to_string(i) + "'\"%_*:\xc3\xa9",
+                                      "tenant" + nul + std::to_string(i % 7), "s\\" + nul, "p",
+                                      std::string(static_cast<std::size_t>(i % 300), 'm'),
+                                      day_two + std::chrono::milliseconds(i), i,
+                                      i % 3 == 0 ? std::nullopt : std::optional<double>(i * 0.001));
+            record.usage.cached_write_tokens = std::int64_t{1} << 40;  // eight bytes on the wire
+            records.push_back(std::move(record));
+        }
+        ledger->record_all(records);
+        ledger->record_all(records);  // a retried batch counts once
+        CHECK(total_requests(*ledger) == 5000);
+        std::vector<ullm::UsageRecord> read;
+        ledger->for_each({}, [&](const ullm::UsageRecord& record) { read.push_back(record); });
+        CHECK(read == records);
+    }
+
     SECTION("totals: tokens by kind, known costs summed, unknown ones counted") {
         ledger->record_all(sample_records());
         const auto rows = ledger->aggregate({});

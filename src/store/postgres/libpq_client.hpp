@@ -77,6 +77,30 @@ inline std::string read_bytes(const PGresult* result, int row, int column) {
             static_cast<std::size_t>(PQgetlength(result, row, column))};
 }
 
+// PostgreSQL's binary COPY format: the header (signature, flags, no extension), one tuple per
+// `append_copy_tuple`, then the trailer.
+inline constexpr std::string_view copy_header{"PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0", 19};
+inline constexpr std::string_view copy_trailer{"\377\377", 2};
+
+inline void append_be(std::string& out, std::uint32_t value, int bytes) {
+    for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8) {
+        out.push_back(static_cast<char>((value >> static_cast<unsigned>(shift)) & 0xFFU));
+    }
+}
+
+// Appends one tuple of `fields` (each in its binary form, as bound parameters are) to `out`.
+inline void append_copy_tuple(std::string& out, const std::vector<Param>& fields) {
+    append_be(out, static_cast<std::uint32_t>(fields.size()), 2);
+    for (const Param& field : fields) {
+        if (field.null) {
+            append_be(out, 0xFFFFFFFFU, 4);
+            continue;
+        }
+        append_be(out, static_cast<std::uint32_t>(field.bytes.size()), 4);
+        out += field.bytes;
+    }
+}
+
 // `text` with every occurrence of `secret` replaced, so that a password can never leak through
 // a server or libpq message.
 inline std::string without(std::string text, const std::string& secret) {
@@ -211,17 +235,14 @@ struct Client {
     }
 
     // The answer to the statement just sent on `conn` (`sent`: what the PQsend* call
-    // returned): its first error, else its last result, as PQexec would return. Waits at most
-    // `options.read_timeout` for the server; past that, the connection is closed (so the pool
-    // drops it) and the call fails as retryable.
+    // returned): its first error, else its last result, as PQexec would return; or the
+    // PGRES_COPY_IN result of a `COPY … FROM STDIN`, which waits for the caller's data. Waits
+    // at most `options.read_timeout` for the server; past that, the connection is closed (so
+    // the pool drops it) and the call fails as retryable.
     Result await_result(PGconn* conn, int sent, const std::string& what) {
         if (sent != 1) fail(what, PQerrorMessage(conn), true);
         const auto deadline = std::chrono::steady_clock::now() + options.read_timeout;
-        for (int unsent = PQflush(conn); unsent != 0; unsent = PQflush(conn)) {
-            if (unsent < 0) fail(what, PQerrorMessage(conn), true);
-            wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
-            if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
-        }
+        flush(conn, deadline, what);
         Result answer;
         bool failed = false;
         for (;;) {
@@ -232,12 +253,57 @@ struct Client {
             Result next(PQgetResult(conn));
             if (next == nullptr) break;
             const ExecStatusType status = PQresultStatus(next.get());
+            if (status == PGRES_COPY_IN && !failed) return next;
             if (failed) continue;
             failed = status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK;
             answer = std::move(next);
             if (PQstatus(conn) != CONNECTION_OK) break;
         }
         return answer;
+    }
+
+    // Sends what libpq holds for the server, or fails at `deadline`.
+    void flush(PGconn* conn, std::chrono::steady_clock::time_point deadline,
+               const std::string& what) {
+        for (int unsent = PQflush(conn); unsent != 0; unsent = PQflush(conn)) {
+            if (unsent < 0) fail(what, PQerrorMessage(conn), true);
+            wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
+            if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
+        }
+    }
+
+    // Runs `sql`, a `COPY … FROM STDIN`, with the data `produce` gives: it is called with an
+    // empty buffer until it returns false, and what it appended each time is sent (in the
+    // statement's format). Throws on failure, with the statement's error when the server
+    // refused the data. Each wait has the read deadline.
+    template <typename Produce>
+    Result copy_in(PGconn* conn, const char* sql, Produce&& produce, const std::string& what) {
+        Result started = await_result(conn, PQsendQuery(conn, sql), what);
+        if (PQresultStatus(started.get()) != PGRES_COPY_IN) {
+            return check(conn, std::move(started), what);
+        }
+        std::string chunk;
+        for (bool more = true; more;) {
+            chunk.clear();
+            more = produce(chunk);
+            const auto deadline = std::chrono::steady_clock::now() + options.read_timeout;
+            for (;;) {
+                const int put = PQputCopyData(conn, chunk.data(), static_cast<int>(chunk.size()));
+                if (put < 0) fail(what, PQerrorMessage(conn), true);
+                if (put == 1) break;
+                // Non-blocking and libpq's buffer is full: wait until the server takes more.
+                wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
+                if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
+            }
+        }
+        const auto deadline = std::chrono::steady_clock::now() + options.read_timeout;
+        for (int ended = PQputCopyEnd(conn, nullptr); ended != 1;
+             ended = PQputCopyEnd(conn, nullptr)) {
+            if (ended < 0) fail(what, PQerrorMessage(conn), true);
+            wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
+            if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
+        }
+        return check(conn, await_result(conn, 1, what), what);
     }
 
     // Waits until `conn`'s socket is ready for `events`, or fails at `deadline`.
@@ -324,13 +390,6 @@ struct Client {
     void prepare(PGconn* conn, const char* name, const char* sql, int count, const Oid* types) {
         const std::string what = "prepare a statement";
         check(conn, await_result(conn, PQsendPrepare(conn, name, sql, count, types), what), what);
-    }
-
-    // Whether `conn` has the statement `name` prepared.
-    bool prepared(PGconn* conn, const char* name) {
-        const std::string what = "describe a statement";
-        const Result described = await_result(conn, PQsendDescribePrepared(conn, name), what);
-        return PQresultStatus(described.get()) == PGRES_COMMAND_OK;
     }
 
     // `result` when it succeeded; otherwise throws the mapped error.

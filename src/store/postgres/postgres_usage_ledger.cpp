@@ -56,6 +56,25 @@ constexpr const char* find_name = "ullm_usage_find";
 const std::string find_sql =
     std::string("SELECT ") + detail::usage_record_columns + " FROM ullm_usage WHERE id = $1";
 
+// A batch goes through a temporary table of the connection (emptied at each commit): COPY
+// fills it, one statement moves the new records over, and one looks for a record whose id is
+// kept with other values (an earlier record, or another record of the same batch).
+constexpr const char* batch_begin_sql =
+    "BEGIN; CREATE TEMPORARY TABLE IF NOT EXISTS ullm_usage_incoming (LIKE ullm_usage) "
+    "ON COMMIT DELETE ROWS";
+const std::string batch_copy_sql = std::string("COPY ullm_usage_incoming (") +
+                                   detail::usage_record_columns + ") FROM STDIN (FORMAT binary)";
+const std::string batch_insert_sql =
+    std::string("INSERT INTO ullm_usage (") + detail::usage_record_columns + ") SELECT " +
+    detail::usage_record_columns + " FROM ullm_usage_incoming ON CONFLICT (id) DO NOTHING";
+constexpr const char* batch_conflict_sql =
+    "SELECT i.id FROM ullm_usage_incoming i JOIN ullm_usage u ON u.id = i.id WHERE "
+    "(u.tenant, u.session_id, u.provider, u.model, u.input_tokens, u.output_tokens, "
+    "u.cached_read_tokens, u.cached_write_tokens, u.reasoning_tokens, u.cost_usd, u.started_at, "
+    "u.finished_at, u.streamed) IS DISTINCT FROM (i.tenant, i.session_id, i.provider, i.model, "
+    "i.input_tokens, i.output_tokens, i.cached_read_tokens, i.cached_write_tokens, "
+    "i.reasoning_tokens, i.cost_usd, i.started_at, i.finished_at, i.streamed) LIMIT 1";
+
 constexpr Oid float8_oid = 701;
 constexpr Oid bool_oid = 16;
 
@@ -161,7 +180,7 @@ struct PostgresUsageLedger::Impl : detail::pg::Client<UsageLedgerError> {
     }
 
     // Inserts one validated, normalized record on `conn`; an equal one already kept is left
-    // alone. `in_transaction`: the statements are known to be prepared (see `record_all`).
+    // alone. Outside a transaction (the statements are prepared on first use).
     void insert_one(PGconn* conn, const UsageRecord& record) {
         const detail::pg::Result inserted = exec_prepared(
             conn, insert_name, insert_sql, insert_params(record), "write a usage record");
@@ -174,20 +193,6 @@ struct PostgresUsageLedger::Impl : detail::pg::Client<UsageLedgerError> {
                                    ": a usage record was neither written nor found");
         }
         if (read_record(found.get(), 0) != record) detail::throw_usage_conflict(record.id);
-    }
-
-    // Prepares the insert and find statements on `conn` when it lacks them, before a
-    // transaction (where a failed first try would abort it).
-    void prepare(PGconn* conn) {
-        for (const auto& [name, sql, count] : {std::tuple{insert_name, insert_sql, 14},
-                                               std::tuple{find_name, find_sql.c_str(), 1}}) {
-            if (prepared(conn, name)) continue;
-            const std::vector<detail::pg::Param> params =
-                count == 1 ? std::vector<detail::pg::Param>{detail::pg::bytea_param("")}
-                           : insert_params(UsageRecord{});
-            const Bound bound(params);
-            Client::prepare(conn, name, sql, count, bound.types.data());
-        }
     }
 };
 
@@ -226,11 +231,28 @@ void PostgresUsageLedger::record_all(std::span<const UsageRecord> records) {
         validate_usage_record(record);
         normalized.push_back(normalized_usage_record(record));
     }
+    if (normalized.empty()) return;
     impl_->with_connection([&](PGconn* conn) {
-        impl_->prepare(conn);
-        impl_->exec(conn, "BEGIN", {}, "begin a transaction");
+        impl_->run_sql(conn, batch_begin_sql, "begin a transaction");
         try {
-            for (const UsageRecord& record : normalized) impl_->insert_one(conn, record);
+            // Sent in pieces of about 64 KiB, so a large batch is never held twice.
+            std::size_t next = 0;
+            const auto produce = [&](std::string& chunk) {
+                if (next == 0) chunk += detail::pg::copy_header;
+                while (next < normalized.size() && chunk.size() < 65536) {
+                    detail::pg::append_copy_tuple(chunk, insert_params(normalized[next++]));
+                }
+                if (next < normalized.size()) return true;
+                chunk += detail::pg::copy_trailer;
+                return false;
+            };
+            impl_->copy_in(conn, batch_copy_sql.c_str(), produce, "write usage records");
+            impl_->exec(conn, batch_insert_sql.c_str(), {}, "write usage records");
+            const detail::pg::Result conflict =
+                impl_->exec(conn, batch_conflict_sql, {}, "compare usage records");
+            if (PQntuples(conflict.get()) != 0) {
+                detail::throw_usage_conflict(detail::pg::read_bytes(conflict.get(), 0, 0));
+            }
             impl_->exec(conn, "COMMIT", {}, "commit usage records");
         } catch (...) {
             impl_->rollback(conn);
