@@ -16,6 +16,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/catch.hpp"
@@ -589,10 +590,71 @@ TEST_CASE("PostgresUsageLedger reports a stopped server and works again after a 
               std::string::npos);
     }
     CHECK(error_code_of([&] { (void)ledger->aggregate({}); }) == "usage_ledger_failed");
+    CHECK(error_code_of([&] { ledger->record_all(records); }) == "usage_ledger_failed");
     server.start();
     ledger->record(records[1]);
     ledger->record_all(records);
     CHECK(total_requests(*ledger) == 6);
+}
+
+TEST_CASE("PostgresUsageLedger fails a batch to a server that stops answering, writing nothing",
+          "[usage_ledger][postgres]") {
+    auto& server = ullm::test::PostgresServer::instance();
+    const auto ledger = ullm::PostgresUsageLedger::open(
+        {.connection_string = server.connection_string(server.create_database()),
+         .read_timeout = 400ms});
+    ledger->record_all(sample_records());
+    // A batch large enough that its COPY data fills the socket's buffers while the server is
+    // frozen: the call must end at the deadline, not wait for ever.
+    std::vector<ullm::UsageRecord> batch;
+    for (int i = 0; i < 20000; ++i) {
+        batch.push_back(make_record("frozen-" + std::to_string(i), "acme", "s", "openai",
+                                    std::string(200, 'm'), day_two, i, 0.5));
+    }
+    server.pause();
+    const auto started = std::chrono::steady_clock::now();
+    std::string code;
+    bool retryable = false;
+    try {
+        ledger->record_all(batch);
+    } catch (const ullm::UsageLedgerError& error) {
+        code = error.code();
+        retryable = error.retryable();
+    }
+    const auto took = std::chrono::steady_clock::now() - started;
+    server.resume();
+    CHECK(code == "usage_ledger_failed");
+    CHECK(retryable);
+    CHECK(took < 10s);
+    // Nothing of the batch was committed, and the ledger goes on.
+    CHECK(total_requests(*ledger) == 6);
+    ledger->record_all(std::span(batch).first(100));
+    CHECK(total_requests(*ledger) == 106);
+
+    // Frozen while the batch is under way (its COPY takes most of a second): all or nothing.
+    for (int i = 0; i < 30000; ++i) {
+        batch.push_back(make_record("late-" + std::to_string(i), "acme", "s", "openai",
+                                    std::string(200, 'm'), day_two, i, 0.5));
+    }
+    std::thread freezer([&] {
+        std::this_thread::sleep_for(100ms);
+        server.pause();
+    });
+    code.clear();
+    try {
+        ledger->record_all(batch);
+    } catch (const ullm::UsageLedgerError& error) {
+        code = error.code();
+    }
+    freezer.join();
+    server.resume();
+    const std::int64_t total = total_requests(*ledger);
+    if (code.empty()) {
+        CHECK(total == 50006);  // it committed before the freeze
+    } else {
+        CHECK(code == "usage_ledger_failed");
+        CHECK(total == 106);
+    }
 }
 
 #if defined(ULLM_TEST_CLI)
