@@ -770,7 +770,8 @@ public:
     // Starts the turn: it takes its place in the FIFO here, and its first step runs on the
     // strand, never inside this call.
     void start() {
-        self_ = shared_from_this();
+        const auto owner = shared_from_this();
+        self_ = owner;
         const std::weak_ptr<AsyncTurn> weak = weak_from_this();
         runner_.run_async(
             strand_,
@@ -797,7 +798,9 @@ public:
         } catch (...) {
             runner_.abort(std::current_exception());  // the first step ends the turn with it
         }
-        strand_->post([self = self_] { self->drive(); });
+        // Not `self_`: from here the strand owns it. A turn refused on arrival may already
+        // have run its steps there and ended (`self_` reset) while this call goes on.
+        strand_->post([owner] { owner->drive(); });
     }
 
     void cancel() noexcept { runner_.cancel(); }

@@ -339,14 +339,6 @@ struct TestServer::Impl {
     void reap_finished_connections();
     void serve(UniqueFd socket);
 
-    void record(RecordedRequest request) {
-        {
-            const std::lock_guard lock(mutex);
-            requests.push_back(std::move(request));
-        }
-        changed.notify_all();
-    }
-
     void count_client_abort() {
         {
             const std::lock_guard lock(mutex);
@@ -363,17 +355,23 @@ struct TestServer::Impl {
         changed.notify_all();
     }
 
-    ScriptedResponse choose_response(const RecordedRequest& request) {
+    // Records `request` and takes its response: the next queued one, else the handler's.
+    // Both happen under one lock, so queued responses go to requests in the order they were
+    // recorded (a connection slow to take its response cannot leave it to a later request).
+    ScriptedResponse record_and_choose(const RecordedRequest& request) {
         RequestHandler current;
+        std::optional<ScriptedResponse> queued;
         {
             const std::lock_guard lock(mutex);
+            requests.push_back(request);
             if (!queue.empty()) {
-                ScriptedResponse next = std::move(queue.front());
+                queued = std::move(queue.front());
                 queue.pop_front();
-                return next;
             }
             current = handler;
         }
+        changed.notify_all();
+        if (queued) return std::move(*queued);
         if (!current) return ScriptedResponse::json(500, R"({"error":"no scripted response"})");
         try {
             return current(request);
@@ -412,8 +410,7 @@ public:
             }
             if (io != Io::ok) return;
             const bool head = request.method == "HEAD";
-            server_.record(request);
-            const ScriptedResponse response = server_.choose_response(request);
+            const ScriptedResponse response = server_.record_and_choose(request);
             if (!respond(response, head, wants_close)) return;
         }
     }

@@ -8,9 +8,9 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
-#include <variant>
 
 namespace ullm {
 
@@ -20,44 +20,40 @@ template <class T>
 class Result {
 public:
     /// A success.
-    Result(T value) : outcome_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+    Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit
     /// A failure; `error` must not be null.
     Result(std::exception_ptr error)  // NOLINT: implicit, as a function returns either
-        : outcome_(std::in_place_index<1>, std::move(error)) {}
+        : error_(std::move(error)) {}
 
     /// Whether this holds a value.
-    [[nodiscard]] bool has_value() const noexcept { return outcome_.index() == 0; }
+    [[nodiscard]] bool has_value() const noexcept { return value_.has_value(); }
     explicit operator bool() const noexcept { return has_value(); }
 
     /// The value; rethrows the error when there is none.
     [[nodiscard]] T& value() & {
         rethrow_error();
-        return std::get<0>(outcome_);
+        return *value_;
     }
     [[nodiscard]] const T& value() const& {
         rethrow_error();
-        return std::get<0>(outcome_);
+        return *value_;
     }
     [[nodiscard]] T&& value() && {
         rethrow_error();
-        return std::get<0>(std::move(outcome_));
+        return *std::move(value_);
     }
 
     /// The error, or null for a success.
-    [[nodiscard]] std::exception_ptr error() const& noexcept {
-        return has_value() ? nullptr : std::get<1>(outcome_);
-    }
+    [[nodiscard]] std::exception_ptr error() const& noexcept { return error_; }
     /// The error, moved out (this result keeps no reference to it), or null for a success.
-    [[nodiscard]] std::exception_ptr error() && noexcept {
-        return has_value() ? nullptr : std::move(std::get<1>(outcome_));
-    }
+    [[nodiscard]] std::exception_ptr error() && noexcept { return std::move(error_); }
 
     /// The stable code of the error (`cancelled`, `rate_limited`, …); empty for a success, and
     /// `unknown` for an exception that is not an `ullm::Error`.
     [[nodiscard]] std::string error_code() const {
         if (has_value()) return {};
         try {
-            std::rethrow_exception(std::get<1>(outcome_));
+            std::rethrow_exception(error_);
         } catch (const Error& error) {
             return error.code();
         } catch (...) {
@@ -67,10 +63,14 @@ public:
 
 private:
     void rethrow_error() const {
-        if (!has_value()) std::rethrow_exception(std::get<1>(outcome_));
+        if (!has_value()) std::rethrow_exception(error_);
     }
 
-    std::variant<T, std::exception_ptr> outcome_;
+    // Exactly one is set. Not a `std::variant`: g++ 12 at -O2 and above warns that a moved
+    // variant's exception_ptr "may be used uninitialized" (a false positive), in every program
+    // that moves a Result.
+    std::optional<T> value_;
+    std::exception_ptr error_;
 };
 
 namespace detail {
