@@ -317,12 +317,14 @@ TEST_CASE("an async turn takes its place in the FIFO inside send_async",
     (void)weather.conversation.send_async("A", first.handler(), {}, gate);
     // A holds the slot, though none of its steps can run yet: a blocking send started after
     // send_async returned waits for it, and sends nothing.
-    std::thread blocking([&] { CHECK(weather.conversation.send("B").text == "Sunny in B."); });
+    std::string second;  // checked on this thread: Catch's assertions are not thread-safe
+    std::thread blocking([&] { second = weather.conversation.send("B").text; });
     std::this_thread::sleep_for(100ms);
     CHECK(weather.server.request_count() == 0);
     gate->open();
     CHECK(first.get().value().text == "Sunny in A.");
     blocking.join();
+    CHECK(second == "Sunny in B.");
     CHECK(user_texts(weather.conversation.history()) == std::vector<std::string>{"A", "B"});
     // The first request the server saw was A's.
     CHECK(json::parse(weather.server.requests().front().body)["messages"].back()["content"] == "A");
