@@ -65,6 +65,8 @@ void TurnQueue::acquire(std::stop_token stop, bool wait_for_tools) {
 }
 
 void TurnQueue::acquire_async(std::stop_token stop, bool wait_for_tools, Granted granted) {
+    // Made before a ticket is queued: a failed allocation leaves nothing behind.
+    auto on_stop = stop.stop_possible() ? std::make_unique<StopSlot>() : nullptr;
     std::unique_lock lock(mutex_);
     if (tools_running_ > 0 && (!wait_for_tools || on_tool_thread(tool_threads_))) {
         lock.unlock();
@@ -72,33 +74,21 @@ void TurnQueue::acquire_async(std::stop_token stop, bool wait_for_tools, Granted
         return;
     }
     const std::uint64_t ticket = next_ticket_++;
-    async_waiting_.emplace(ticket, AsyncWaiter{wait_for_tools, std::move(granted), nullptr});
     waiting_.push_back(ticket);
+    try {
+        async_waiting_.emplace(ticket, AsyncWaiter{wait_for_tools, std::move(granted), nullptr});
+    } catch (...) {
+        waiting_.pop_back();
+        throw;
+    }
     Outcomes outcomes;
     serve_async(outcomes);
     const bool waits = async_waiting_.count(ticket) != 0;
     lock.unlock();
     outcomes.deliver();
-    if (!waits || !stop.stop_possible()) return;
-    // Made outside the mutex: a stop already requested runs the callback at once.
-    auto on_stop = std::make_unique<std::stop_callback<std::function<void()>>>(
-        std::move(stop), std::function<void()>([this, ticket] {
-            std::unique_lock held(mutex_);
-            const auto found = async_waiting_.find(ticket);
-            if (found == async_waiting_.end()) return;  // served meanwhile
-            Outcomes cancelled;
-            cancelled.told.emplace_back(
-                std::move(found->second.granted),
-                std::make_exception_ptr(
-                    CancelledError("the turn was cancelled while it waited for its slot")));
-            // This callback's own object goes with it, last: a stop callback may destroy
-            // itself on the thread that runs it, and nothing of the closure is used after.
-            cancelled.gone.push_back(std::move(found->second));
-            async_waiting_.erase(found);
-            waiting_.erase(std::find(waiting_.begin(), waiting_.end(), ticket));
-            changed_and_serve(held);
-            cancelled.deliver();
-        }));
+    if (!waits || !on_stop) return;
+    // Registered outside the mutex: a stop already requested runs the callback at once.
+    on_stop->emplace(std::move(stop), CancelWait{this, ticket});
     lock.lock();
     const auto found = async_waiting_.find(ticket);
     if (found != async_waiting_.end()) {
@@ -106,6 +96,23 @@ void TurnQueue::acquire_async(std::stop_token stop, bool wait_for_tools, Granted
         return;
     }
     lock.unlock();  // served or cancelled meanwhile: the callback goes outside the mutex
+}
+
+void TurnQueue::CancelWait::operator()() const {
+    std::unique_lock held(queue->mutex_);
+    const auto found = queue->async_waiting_.find(ticket);
+    if (found == queue->async_waiting_.end()) return;  // served meanwhile
+    Outcomes cancelled;
+    cancelled.told.emplace_back(std::move(found->second.granted),
+                                std::make_exception_ptr(CancelledError(
+                                    "the turn was cancelled while it waited for its slot")));
+    // This callback's own object goes with it, last: a stop callback may destroy itself on
+    // the thread that runs it, and nothing of it is used after.
+    cancelled.gone.push_back(std::move(found->second));
+    queue->async_waiting_.erase(found);
+    queue->waiting_.erase(std::find(queue->waiting_.begin(), queue->waiting_.end(), ticket));
+    queue->changed_and_serve(held);
+    cancelled.deliver();
 }
 
 void TurnQueue::release() noexcept {

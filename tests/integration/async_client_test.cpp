@@ -22,6 +22,7 @@
 #include "support/catch.hpp"
 #include "support/chat_completion_bodies.hpp"
 #include "support/error_code.hpp"
+#include "support/queue_executor.hpp"
 #include "support/test_server.hpp"
 
 using namespace std::chrono_literals;
@@ -56,61 +57,7 @@ ullm::test::RequestHandler echo(std::chrono::milliseconds delay = {}) {
     };
 }
 
-// A test executor: one thread that runs what is posted, in order. Its last owner may be a
-// coroutine that ran on that thread (the frame holds the executor): the thread cannot join
-// itself, so it is then let go and ends once the work it runs returns.
-class QueueExecutor final : public ullm::Executor {
-public:
-    QueueExecutor() : core_(std::make_shared<Core>()), thread_([core = core_] { core->run(); }) {}
-    ~QueueExecutor() override {
-        core_->stop();
-        if (thread_.get_id() == std::this_thread::get_id()) {
-            thread_.detach();
-        } else {
-            thread_.join();
-        }
-    }
-    void post(std::function<void()> work) noexcept override { core_->post(std::move(work)); }
-    std::thread::id id() const { return thread_.get_id(); }
-
-private:
-    struct Core {
-        std::mutex mutex;
-        std::condition_variable changed;
-        std::deque<std::function<void()>> queue;
-        bool stopping = false;
-
-        void post(std::function<void()> work) {
-            {
-                std::lock_guard lock(mutex);
-                queue.push_back(std::move(work));
-            }
-            changed.notify_all();
-        }
-        void stop() {
-            {
-                std::lock_guard lock(mutex);
-                stopping = true;
-            }
-            changed.notify_all();
-        }
-        void run() {
-            std::unique_lock lock(mutex);
-            for (;;) {
-                changed.wait(lock, [&] { return stopping || !queue.empty(); });
-                if (queue.empty()) return;
-                auto work = std::move(queue.front());
-                queue.pop_front();
-                lock.unlock();
-                work();
-                work = nullptr;  // unlocked: the executor's last owner may be among its captures
-                lock.lock();
-            }
-        }
-    };
-    std::shared_ptr<Core> core_;
-    std::thread thread_;
-};
+using ullm::test::QueueExecutor;
 
 // Collects callback results; waits for `count` of them.
 struct Collected {

@@ -23,6 +23,7 @@
 #include "support/catch.hpp"
 #include "support/chat_completion_bodies.hpp"
 #include "support/error_code.hpp"
+#include "support/queue_executor.hpp"
 #include "support/test_server.hpp"
 
 using namespace std::chrono_literals;
@@ -191,56 +192,6 @@ struct Outcome {
     }
 };
 
-// An executor whose thread runs nothing until `open()`: an async turn on it cannot take a
-// step, so what it did inside `send_async` alone can be seen.
-class GatedExecutor final : public ullm::Executor {
-public:
-    GatedExecutor()
-        : thread_([this] {
-              std::unique_lock lock(mutex_);
-              for (;;) {
-                  changed_.wait(lock, [&] { return stopping_ || (open_ && !queue_.empty()); });
-                  if (queue_.empty()) return;
-                  auto work = std::move(queue_.front());
-                  queue_.pop_front();
-                  lock.unlock();
-                  work();
-                  lock.lock();
-              }
-          }) {}
-    ~GatedExecutor() override {
-        {
-            std::lock_guard lock(mutex_);
-            stopping_ = true;
-            open_ = true;
-        }
-        changed_.notify_all();
-        thread_.join();
-    }
-    void post(std::function<void()> work) noexcept override {
-        {
-            std::lock_guard lock(mutex_);
-            queue_.push_back(std::move(work));
-        }
-        changed_.notify_all();
-    }
-    void open() {
-        {
-            std::lock_guard lock(mutex_);
-            open_ = true;
-        }
-        changed_.notify_all();
-    }
-
-private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    std::deque<std::function<void()>> queue_;
-    bool open_ = false;
-    bool stopping_ = false;
-    std::thread thread_;
-};
-
 struct Detached {
     struct promise_type {
         Detached get_return_object() { return {}; }
@@ -312,7 +263,9 @@ TEST_CASE("async and blocking turns share one FIFO", "[conversation][async][inte
 TEST_CASE("an async turn takes its place in the FIFO inside send_async",
           "[conversation][async][integration]") {
     Weather weather;
-    const auto gate = std::make_shared<GatedExecutor>();
+    // A closed executor runs none of the async turn's steps until it is opened.
+    const auto gate =
+        std::make_shared<ullm::test::QueueExecutor>(ullm::test::QueueExecutor::Gate::closed);
     Outcome<ullm::ConversationReply> first;
     (void)weather.conversation.send_async("A", first.handler(), {}, gate);
     // A holds the slot, though none of its steps can run yet: a blocking send started after

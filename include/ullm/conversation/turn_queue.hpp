@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stop_token>
 #include <thread>
 #include <vector>
@@ -76,11 +77,19 @@ public:
     [[nodiscard]] std::size_t waiting() const;
 
 private:
+    /// Takes a waiting `acquire_async` caller out of the queue and tells it it was cancelled.
+    struct CancelWait {
+        TurnQueue* queue;
+        std::uint64_t ticket;
+        void operator()() const;
+    };
+    /// Room for a waiter's stop callback, made before it is registered.
+    using StopSlot = std::optional<std::stop_callback<CancelWait>>;
     /// An `acquire_async` caller waiting for its turn.
     struct AsyncWaiter {
         bool wait_for_tools = false;
         Granted granted;
-        std::unique_ptr<std::stop_callback<std::function<void()>>> on_stop;
+        std::unique_ptr<StopSlot> on_stop;
     };
     /// What the mutex-holding code decided for async waiters, told after it is released.
     struct Outcomes {

@@ -265,8 +265,23 @@ struct Client {
     // Sends what libpq holds for the server, or fails at `deadline`.
     void flush(PGconn* conn, std::chrono::steady_clock::time_point deadline,
                const std::string& what) {
-        for (int unsent = PQflush(conn); unsent != 0; unsent = PQflush(conn)) {
-            if (unsent < 0) fail(what, PQerrorMessage(conn), true);
+        until_sent(
+            conn,
+            [conn] {
+                const int unsent = PQflush(conn);  // 0 all sent, 1 some left, -1 failed
+                return unsent < 0 ? -1 : (unsent == 0 ? 1 : 0);
+            },
+            deadline, what);
+    }
+
+    // Repeats `attempt`, a non-blocking libpq send that returns 1 when done, 0 when libpq's
+    // buffer is full and -1 on failure, waiting for the server to take more between tries;
+    // fails at `deadline`.
+    template <typename Attempt>
+    void until_sent(PGconn* conn, Attempt&& attempt, std::chrono::steady_clock::time_point deadline,
+                    const std::string& what) {
+        for (int sent = attempt(); sent != 1; sent = attempt()) {
+            if (sent < 0) fail(what, PQerrorMessage(conn), true);
             wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
             if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
         }
@@ -286,23 +301,14 @@ struct Client {
         for (bool more = true; more;) {
             chunk.clear();
             more = produce(chunk);
-            const auto deadline = std::chrono::steady_clock::now() + options.read_timeout;
-            for (;;) {
-                const int put = PQputCopyData(conn, chunk.data(), static_cast<int>(chunk.size()));
-                if (put < 0) fail(what, PQerrorMessage(conn), true);
-                if (put == 1) break;
-                // Non-blocking and libpq's buffer is full: wait until the server takes more.
-                wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
-                if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
-            }
+            until_sent(
+                conn,
+                [&] { return PQputCopyData(conn, chunk.data(), static_cast<int>(chunk.size())); },
+                std::chrono::steady_clock::now() + options.read_timeout, what);
         }
-        const auto deadline = std::chrono::steady_clock::now() + options.read_timeout;
-        for (int ended = PQputCopyEnd(conn, nullptr); ended != 1;
-             ended = PQputCopyEnd(conn, nullptr)) {
-            if (ended < 0) fail(what, PQerrorMessage(conn), true);
-            wait_for_server(conn, POLLIN | POLLOUT, deadline, what);
-            if (PQconsumeInput(conn) == 0) fail(what, PQerrorMessage(conn), true);
-        }
+        until_sent(
+            conn, [conn] { return PQputCopyEnd(conn, nullptr); },
+            std::chrono::steady_clock::now() + options.read_timeout, what);
         return check(conn, await_result(conn, 1, what), what);
     }
 

@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -67,13 +68,21 @@ const std::string batch_copy_sql = std::string("COPY ullm_usage_incoming (") +
 const std::string batch_insert_sql =
     std::string("INSERT INTO ullm_usage (") + detail::usage_record_columns + ") SELECT " +
     detail::usage_record_columns + " FROM ullm_usage_incoming ON CONFLICT (id) DO NOTHING";
-constexpr const char* batch_conflict_sql =
-    "SELECT i.id FROM ullm_usage_incoming i JOIN ullm_usage u ON u.id = i.id WHERE "
-    "(u.tenant, u.session_id, u.provider, u.model, u.input_tokens, u.output_tokens, "
-    "u.cached_read_tokens, u.cached_write_tokens, u.reasoning_tokens, u.cost_usd, u.started_at, "
-    "u.finished_at, u.streamed) IS DISTINCT FROM (i.tenant, i.session_id, i.provider, i.model, "
-    "i.input_tokens, i.output_tokens, i.cached_read_tokens, i.cached_write_tokens, "
-    "i.reasoning_tokens, i.cost_usd, i.started_at, i.finished_at, i.streamed) LIMIT 1";
+// The record's columns, each with `alias.` before it.
+std::string qualified_columns(std::string_view alias) {
+    std::string out;
+    std::string_view rest = detail::usage_record_columns;
+    for (;;) {
+        const std::size_t comma = rest.find(", ");
+        out.append(alias).append(".").append(rest.substr(0, comma));
+        if (comma == std::string_view::npos) return out;
+        out += ", ";
+        rest.remove_prefix(comma + 2);
+    }
+}
+const std::string batch_conflict_sql =
+    "SELECT i.id FROM ullm_usage_incoming i JOIN ullm_usage u ON u.id = i.id WHERE (" +
+    qualified_columns("u") + ") IS DISTINCT FROM (" + qualified_columns("i") + ") LIMIT 1";
 
 constexpr Oid float8_oid = 701;
 constexpr Oid bool_oid = 16;
@@ -249,7 +258,7 @@ void PostgresUsageLedger::record_all(std::span<const UsageRecord> records) {
             impl_->copy_in(conn, batch_copy_sql.c_str(), produce, "write usage records");
             impl_->exec(conn, batch_insert_sql.c_str(), {}, "write usage records");
             const detail::pg::Result conflict =
-                impl_->exec(conn, batch_conflict_sql, {}, "compare usage records");
+                impl_->exec(conn, batch_conflict_sql.c_str(), {}, "compare usage records");
             if (PQntuples(conflict.get()) != 0) {
                 detail::throw_usage_conflict(detail::pg::read_bytes(conflict.get(), 0, 0));
             }
