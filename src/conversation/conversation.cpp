@@ -118,9 +118,14 @@ std::vector<Message> without_replay(std::vector<Message> messages) {
 }  // namespace detail
 
 Conversation::Conversation(const Client& client, ConversationOptions options)
+    : Conversation(client, std::move(options), nullptr) {}
+
+Conversation::Conversation(const Client& client, ConversationOptions options,
+                           std::shared_ptr<detail::TurnHooks> hooks)
     : state_(std::make_shared<State>(client)) {
     check_options(options);
     auto& state = *state_;
+    state.hooks = std::move(hooks);
     state.route = client.route(options.model);
     state.model_spec = std::string(state.route.provider->name()) + "/" + state.route.model;
     state.registry = std::make_shared<const ToolRegistry>(options.tools);
@@ -252,5 +257,14 @@ const Route& Conversation::route() const noexcept {
 Conversation Client::conversation(ConversationOptions options) const {
     return Conversation(*this, std::move(options));
 }
+
+namespace detail {
+
+Conversation HookedConversation::make(const Client& client, ConversationOptions options,
+                                      std::shared_ptr<TurnHooks> hooks) {
+    return Conversation(client, std::move(options), std::move(hooks));
+}
+
+}  // namespace detail
 
 }  // namespace ullm

@@ -4,6 +4,7 @@
 // (conversation.cpp is the facade and the option checks, turn_runner.cpp runs the turns).
 
 #include <ullm/conversation/conversation.hpp>
+#include <ullm/conversation/snapshot.hpp>
 #include <ullm/conversation/turn_queue.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/store/session_store.hpp>
@@ -18,7 +19,17 @@
 #include <thread>
 #include <vector>
 
+#include "turn_hooks.hpp"
+
 namespace ullm {
+
+namespace detail {
+
+/// Snapshot JSON text as a session store holds it, parsed with the checks `parse_snapshot_text`
+/// makes before it reads the snapshot: its size, a NUL byte, its depth and syntax.
+[[nodiscard]] json parse_stored_json(std::string_view text, const SnapshotLimits& limits = {});
+
+}  // namespace detail
 
 struct Conversation::State {
     Client client;
@@ -27,6 +38,8 @@ struct Conversation::State {
     std::string model_spec;  ///< "provider/model": every round goes to the routed provider.
     std::shared_ptr<TurnQueue> queue = std::make_shared<TurnQueue>();
     std::shared_ptr<SessionStore> store;
+    /// What the conversation's owner adds to its turns and its stored form; null for most.
+    std::shared_ptr<detail::TurnHooks> hooks;
 
     mutable std::mutex mutex;  ///< Guards the committed state below.
     /// The tools (replaced by `set_tools`); a turn takes them as it starts.
@@ -60,17 +73,7 @@ struct Conversation::State {
                                             .totals = sums,
                                             .created_at = created,
                                             .updated_at = now};
-        std::string text;
-        try {
-            text = snapshot_to_json(snapshot).dump();
-        } catch (const json::type_error&) {
-            throw InvalidConversationSnapshotError("/messages",
-                                                   "holds a string that is not valid UTF-8");
-        }
-        // Never store what a restore would refuse: a turn whose data breaks a snapshot rule
-        // (a `__proto__` key in a tool result, a snapshot over the size limit) fails here,
-        // with the path, uncommitted.
-        (void)parse_snapshot_text(text);
+        const std::string text = encode(snapshot);
         std::uint64_t stored = 0;
         try {
             stored = store->put(options.tenant, options.session_id, text, expected);
@@ -143,13 +146,14 @@ struct Conversation::State {
     void reload() {
         const auto stored = store->get(options.tenant, options.session_id);
         if (!stored) {
+            if (hooks) hooks->session_gone();
             std::lock_guard lock(mutex);
             history.clear();
             totals = unstored;
             version = 0;
             return;
         }
-        ConversationSnapshot snapshot = parse_snapshot_text(stored->snapshot);
+        auto [snapshot, apply] = decode(stored->snapshot);
         if (snapshot.session_id != options.session_id) {
             throw InvalidConversationSnapshotError(
                 "/session_id", "does not match the session id it is stored under");
@@ -158,6 +162,7 @@ struct Conversation::State {
             throw InvalidConversationSnapshotError("/tenant",
                                                    "does not match the tenant it is stored under");
         }
+        if (apply) apply();
         std::lock_guard lock(mutex);
         history = std::move(snapshot.messages);
         totals = snapshot.totals;
@@ -165,6 +170,37 @@ struct Conversation::State {
         version = stored->version;
         created_at = snapshot.created_at;
         updated_at = snapshot.updated_at;
+    }
+
+    // The stored text of `snapshot`, with the owner's state when there are hooks. Checked as a
+    // restore checks it: what a restore would refuse (a `__proto__` key in a tool result, a
+    // snapshot over the size limit) is never stored, and fails the write with its path.
+    [[nodiscard]] std::string encode(const ConversationSnapshot& snapshot) const {
+        json value = snapshot_to_json(snapshot);
+        if (hooks) value = hooks->stored_form(std::move(value));
+        std::string text;
+        try {
+            text = value.dump();
+        } catch (const json::type_error&) {
+            throw InvalidConversationSnapshotError(hooks ? "" : "/messages",
+                                                   "holds a string that is not valid UTF-8");
+        }
+        (void)decode(text);
+        return text;
+    }
+
+    // What stored `text` holds: the snapshot, and with hooks the owner's state, to be applied
+    // once everything else passed. Fails closed, applying nothing.
+    [[nodiscard]] std::pair<ConversationSnapshot, std::function<void()>> decode(
+        std::string_view text) const {
+        if (!hooks) return {parse_snapshot_text(text), nullptr};
+        detail::TurnHooks::Restored restored = hooks->restore(detail::parse_stored_json(text));
+        try {
+            return {parse_snapshot(restored.snapshot), std::move(restored.apply)};
+        } catch (const InvalidConversationSnapshotError& error) {
+            throw InvalidConversationSnapshotError(restored.snapshot_at + error.path(),
+                                                   error.constraint());
+        }
     }
 
     // The time of a write: never before the last one, whatever the clock did since.

@@ -464,7 +464,9 @@ ConversationSnapshot parse_snapshot(const json& value, const SnapshotLimits& lim
     return snapshot;
 }
 
-ConversationSnapshot parse_snapshot_text(std::string_view text, const SnapshotLimits& limits) {
+namespace detail {
+
+json parse_stored_json(std::string_view text, const SnapshotLimits& limits) {
     if (text.size() > limits.max_bytes) {
         fail("", "is " + std::to_string(text.size()) + " bytes; at most " +
                      std::to_string(limits.max_bytes) + " are allowed");
@@ -491,7 +493,13 @@ ConversationSnapshot parse_snapshot_text(std::string_view text, const SnapshotLi
     } catch (const json::exception& error) {
         fail("", "is not valid JSON: " + parse_reason(error.what()));
     }
-    return parse_snapshot(value, limits);
+    return value;
+}
+
+}  // namespace detail
+
+ConversationSnapshot parse_snapshot_text(std::string_view text, const SnapshotLimits& limits) {
+    return parse_snapshot(detail::parse_stored_json(text, limits), limits);
 }
 
 }  // namespace ullm

@@ -248,17 +248,29 @@ private:
 
     [[nodiscard]] const ConversationOptions& conversation() const { return state_->options; }
 
+    // How the turn is answered and stored: the owner's shape, or the plain one.
+    [[nodiscard]] const TurnHooks::Shape& shape() const {
+        static const TurnHooks::Shape plain;
+        return state_->hooks ? state_->hooks->shape() : plain;
+    }
+
+    // Whether an interrupted turn keeps what it has (see `keep_interrupted`).
+    [[nodiscard]] bool keeps_interrupted() const {
+        return state_->hooks || conversation().on_interrupted_turn;
+    }
+
     ChatRequest build_request() {
         const auto& options = conversation();
         ChatRequest request;
         request.model = state_->model_spec;
         request.system = options.system;
-        if (options.system_context) {
-            const std::string context = options.system_context();
+        const auto add_context = [&request](const std::string& context) {
             if (!context.empty()) {
                 request.system += (request.system.empty() ? "" : "\n\n") + context;
             }
-        }
+        };
+        if (options.system_context) add_context(options.system_context());
+        if (state_->hooks) add_context(state_->hooks->round_context());
         std::vector<Message> messages = base_history_;
         messages.insert(messages.end(), turn_messages_.begin(), turn_messages_.end());
         if (options.context_manager) {
@@ -460,9 +472,9 @@ private:
         if (stop_.stop_requested()) throw CancelledError("the turn was cancelled");
         response.message.role = Role::assistant;
         const std::vector<ToolCallPart> calls = response.message.tool_calls();
-        if (calls.empty() && response.text.empty() && !conversation().empty_reply_text.empty() &&
+        if (calls.empty() && response.text.empty() && !shape().empty_reply_text.empty() &&
             !object_) {
-            response.text = conversation().empty_reply_text;
+            response.text = shape().empty_reply_text;
             response.message.parts.emplace_back(TextPart{response.text});
         }
         turn_messages_.push_back(response.message);
@@ -496,7 +508,7 @@ private:
             .model = state_->route.model,
             .provider = std::string(state_->route.provider->name()),
             .turn_tag = options_.turn_tag,
-            .unknown_tool_text = conversation().unknown_tool_text,
+            .unknown_tool_text = shape().unknown_tool_text,
             // Deadlines are timed on the client's callback thread, no thread waits for them.
             .timer = [callbacks = detail::ConversationCalls::callbacks(state_->client)](
                          std::chrono::steady_clock::duration delay, std::function<void()> work) {
@@ -569,7 +581,7 @@ private:
 
     // Appends a round's results to `messages`: one tool message, or one per call.
     void push_results(std::vector<Message>& messages, std::vector<ToolResultPart> results) const {
-        if (!conversation().tool_message_per_call) {
+        if (!shape().tool_message_per_call) {
             messages.push_back(Message::tool_results(std::move(results)));
             return;
         }
@@ -607,7 +619,7 @@ private:
         phase_ = Phase::finished;
         pending_.clear();
         round_stream_.reset();
-        if (holds_slot_ && !totals_committed_ && conversation().on_interrupted_turn) {
+        if (holds_slot_ && !totals_committed_ && keeps_interrupted()) {
             try {
                 keep_interrupted(error);
             } catch (...) {
@@ -622,7 +634,7 @@ private:
     }
 
     // Commits the user message and the finished rounds of an interrupted turn, every call
-    // answered, then the message `on_interrupted_turn` returns.
+    // answered, then the message `on_interrupted_turn` (or the owner's hook) returns.
     void keep_interrupted(const std::exception_ptr& error) {
         InterruptedTurn interrupted{std::string(to_string(ErrorCode::cancelled)),
                                     "the turn was abandoned", unrun_calls_};
@@ -663,7 +675,8 @@ private:
         std::optional<Message> extra;
         state_->queue->tool_started();
         try {
-            extra = conversation().on_interrupted_turn(interrupted);
+            extra = state_->hooks ? state_->hooks->interrupted(interrupted)
+                                  : conversation().on_interrupted_turn(interrupted);
         } catch (...) {
             state_->queue->tool_finished();
             throw;

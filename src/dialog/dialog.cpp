@@ -8,8 +8,9 @@
 #include <future>
 
 #include "../client/conversation_calls.hpp"
+#include "../conversation/turn_hooks.hpp"
 #include "../core/work_thread.hpp"
-#include "instance_store.hpp"
+#include "instance_record.hpp"
 #include "mentions.hpp"
 
 namespace ullm {
@@ -238,54 +239,88 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
                      return self->run_tool(*owner, tool, input, context);
                  }}));
         }
-        std::shared_ptr<SessionStore> store;
-        if (options.session_store) {
-            store = std::make_shared<detail::InstanceStore>(
-                options.session_store,
-                [weak]() -> detail::DialogInstanceRecord {
-                    const auto owner = weak.lock();
-                    return owner ? record_of(*owner) : detail::DialogInstanceRecord{};
-                },
-                [weak](detail::DialogInstanceRecord record) {
-                    if (const auto owner = weak.lock()) apply_record(*owner, std::move(record));
-                });
-        }
-        return client.conversation(
-            {.session_id = store ? instance->name : std::string(),
+        return detail::HookedConversation::make(
+            client,
+            {.session_id = options.session_store ? instance->name : std::string(),
              .tenant = options.tenant,
-             .use_session_store = store != nullptr,
-             .session_store = store,
+             .use_session_store = options.session_store != nullptr,
+             .session_store = options.session_store,
              .system = options.system,
-             .system_context = [dialog, weak]() -> std::string {
-                 const auto self = dialog.lock();
-                 const auto owner = weak.lock();
-                 if (!self || !owner) return {};
-                 {
-                     std::lock_guard lock(owner->mutex);
-                     ++owner->rounds;
-                 }
-                 return self->cells_section(*owner);
-             },
              .model = options.model,
              .tools = std::move(tools),
              .tool_choice = options.tool_choice,
              .keep_tool_choice = options.end_turn_at_result,
              .max_tool_rounds = options.max_tool_rounds,
              .tool_execution_timeout = options.tool_execution_timeout,
-             .sequential_tool_calls = true,
-             .tool_message_per_call = true,
-             .unknown_tool_text = "Tool has neither pattern nor handler",
-             .empty_reply_text = empty_reply_text,
-             .on_interrupted_turn = [weak](const InterruptedTurn& turn) -> std::optional<Message> {
-                 if (const auto owner = weak.lock()) {
-                     std::lock_guard lock(owner->mutex);
-                     owner->interrupted = turn;
-                 }
-                 const auto text = failure_text(turn);
-                 if (!text) return std::nullopt;
-                 return Message::assistant(*text);
-             }});
+             .sequential_tool_calls = true},
+            std::make_shared<InstanceHooks>(dialog, weak));
     }
+
+    // What an instance adds to its conversation's turns: the cells section of each round's
+    // system prompt, the transcript of an interrupted turn, and its record around each stored
+    // snapshot. Holds the dialog and the instance weakly, as the tools do.
+    class InstanceHooks final : public detail::TurnHooks {
+    public:
+        InstanceHooks(std::weak_ptr<State> dialog, std::weak_ptr<Instance> instance)
+            : dialog_(std::move(dialog)), instance_(std::move(instance)) {}
+
+        [[nodiscard]] const Shape& shape() const override {
+            static const Shape dialog_shape{
+                .tool_message_per_call = true,
+                .unknown_tool_text = std::string(dialog_unknown_tool_text),
+                .empty_reply_text = empty_reply_text};
+            return dialog_shape;
+        }
+
+        std::string round_context() override {
+            const auto self = dialog_.lock();
+            const auto owner = instance_.lock();
+            if (!self || !owner) return {};
+            {
+                std::lock_guard lock(owner->mutex);
+                ++owner->rounds;
+            }
+            return self->cells_section(*owner);
+        }
+
+        std::optional<Message> interrupted(const InterruptedTurn& turn) override {
+            if (const auto owner = instance_.lock()) {
+                std::lock_guard lock(owner->mutex);
+                owner->interrupted = turn;
+            }
+            const auto text = failure_text(turn);
+            if (!text) return std::nullopt;
+            return Message::assistant(*text);
+        }
+
+        json stored_form(json snapshot) override {
+            const auto owner = instance_.lock();
+            json record = detail::instance_record_to_json(
+                std::move(snapshot), owner ? record_of(*owner) : detail::DialogInstanceRecord{});
+            // Never store what a load would refuse.
+            (void)detail::parse_instance_part(record);
+            return record;
+        }
+
+        Restored restore(const json& stored) override {
+            detail::DialogInstanceRecord record = detail::parse_instance_part(stored);
+            return {stored["conversation"], "/conversation",
+                    [instance = instance_, record = std::move(record)]() mutable {
+                        if (const auto owner = instance.lock()) {
+                            apply_record(*owner, std::move(record));
+                        }
+                    }};
+        }
+
+        void session_gone() override {
+            // The instance starts afresh, as its conversation does.
+            if (const auto owner = instance_.lock()) apply_record(*owner, {});
+        }
+
+    private:
+        std::weak_ptr<State> dialog_;
+        std::weak_ptr<Instance> instance_;
+    };
 
     json run_tool(Instance& instance, const std::string& tool, const json& input,
                   ToolContext& context) const {

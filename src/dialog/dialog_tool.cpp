@@ -9,7 +9,6 @@ namespace ullm {
 
 namespace {
 
-constexpr const char* unknown_tool_text = "Tool has neither pattern nor handler";
 constexpr const char* cancelled_text =
     "The turn that made this call was cancelled or replaced; nothing was changed.";
 
@@ -214,7 +213,7 @@ ToolOutcome DialogToolRegistry::run(std::string_view name, const json& input,
         }
         if (options_.builtin_tools && is_builtin(name)) return run_builtin(name, input, call);
         if (result_schema_ && name == present_result_tool_name) return ok(input);
-        return error(ErrorCode::unknown_tool, unknown_tool_text);
+        return error(ErrorCode::unknown_tool, std::string(dialog_unknown_tool_text));
     } catch (const DialogError& failure) {
         return error(failure.error_code(), failure.message());
     } catch (const Error& failure) {

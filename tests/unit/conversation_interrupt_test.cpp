@@ -18,6 +18,7 @@
 #include "support/concurrency_counter.hpp"
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
+#include "support/shaped_conversation.hpp"
 
 using namespace std::chrono_literals;
 using ullm::json;
@@ -354,11 +355,12 @@ TEST_CASE("append refuses what would break the transcript, with the message's pa
     CHECK(path_of({}) == "accepted");
 }
 
-TEST_CASE("empty_reply_text replaces an empty final answer in reply and history",
+TEST_CASE("an empty_reply_text shape replaces an empty final answer in reply and history",
           "[conversation]") {
     Scripted s;
     s.provider->push_text("");
-    auto conversation = s.client.conversation({.empty_reply_text = "(no answer)"});
+    auto conversation =
+        ullm::test::shaped_conversation(s.client, {}, {.empty_reply_text = "(no answer)"});
     CHECK(conversation.send("hi").text == "(no answer)");
     CHECK(conversation.history().back().text() == "(no answer)");
 }

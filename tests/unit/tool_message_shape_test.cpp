@@ -1,5 +1,5 @@
 // A round's tool results may be stored as one tool message or as one message per call
-// (`ConversationOptions::tool_message_per_call`, what dialogs use). Both shapes are valid
+// (the `tool_message_per_call` turn shape, what dialogs use). Both shapes are valid
 // history everywhere and reach every provider as the same request.
 
 #include <ullm/conversation/context_manager.hpp>
@@ -16,6 +16,7 @@
 
 #include "support/catch.hpp"
 #include "support/scripted_client.hpp"
+#include "support/shaped_conversation.hpp"
 
 using ullm::json;
 using ullm::Message;
@@ -58,14 +59,14 @@ std::vector<Message> round_trip(bool per_call) {
 
 }  // namespace
 
-TEST_CASE("tool_message_per_call stores each result as its own tool message, in call order",
+TEST_CASE("a tool_message_per_call shape stores each result as its own tool message, in call order",
           "[conversation]") {
     ullm::test::ScriptedClient s;
     s.provider->push(ullm::test::parallel_calls(
         {{"c1", "echo", {{"n", 1}}}, {"c2", "echo", {{"n", 2}}}, {"c3", "echo", {{"n", 3}}}}));
     s.provider->push_text("All echoed.");
-    auto conversation =
-        s.client.conversation({.tools = {echo_tool()}, .tool_message_per_call = true});
+    auto conversation = ullm::test::shaped_conversation(s.client, {.tools = {echo_tool()}},
+                                                        {.tool_message_per_call = true});
     const auto reply = conversation.send("Echo three times");
     CHECK(reply.text == "All echoed.");
     const auto history = conversation.history();

@@ -96,15 +96,6 @@ struct ConversationOptions {
     /// At most this many calls of a round run at once (1..256); the others start in call
     /// order as earlier ones finish. Each call's deadline counts from its own start.
     std::size_t max_parallel_tool_calls = 16;
-    /// Stores each tool result as a tool message of its own, in call order, instead of one tool
-    /// message per round with a part per call. Providers receive the same request either way.
-    bool tool_message_per_call = false;
-    /// What the model is told when it calls a tool the conversation does not have; empty for
-    /// the default, which names the tools that exist.
-    std::string unknown_tool_text;
-    /// When set, a final answer with neither text nor tool calls is stored and returned with
-    /// this text, so that the history never holds an empty reply.
-    std::string empty_reply_text;
     /// Strict (the default) validates the model's arguments against each tool's schema.
     ValidationMode tool_validation = ValidationMode::strict;
     /// Decides what part of the history is sent; everything when null.
@@ -181,6 +172,8 @@ class Conversation;
 namespace detail {
 class TurnRunner;
 class AsyncTurn;
+class TurnHooks;
+struct HookedConversation;
 
 /// `from` with its object taken from `decoded`.
 template <class T>
@@ -448,6 +441,10 @@ public:
     struct State;
 
 private:
+    friend struct detail::HookedConversation;
+    Conversation(const Client& client, ConversationOptions options,
+                 std::shared_ptr<detail::TurnHooks> hooks);
+
     /// `send_object(user, schema, options, send)`, with `decode` run on each reply that passes
     /// the schema. Defined in src/conversation/turn_runner.cpp.
     [[nodiscard]] ConversationObject<json> run_object_turn(Message user, json schema,

@@ -67,6 +67,9 @@ inline constexpr std::array<std::string_view, 6> dialog_builtin_tool_names = {
 /// The tool whose call carries a dialog's structured result.
 inline constexpr std::string_view present_result_tool_name = "presentResult";
 
+/// What the model is told when it calls a tool that is neither a built-in nor in the catalog.
+inline constexpr std::string_view dialog_unknown_tool_text = "Tool has neither pattern nor handler";
+
 /// How a dialog's catalog is built.
 struct DialogCatalogOptions {
     /// Advertise (and dispatch) the six built-ins. Only exactly `false` turns them off.

@@ -1,6 +1,5 @@
-#include "instance_store.hpp"
+#include "instance_record.hpp"
 
-#include <ullm/conversation/snapshot.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/detail/json_checks.hpp>
 
@@ -75,9 +74,6 @@ json instance_record_to_json(json conversation, const DialogInstanceRecord& reco
     return out;
 }
 
-namespace {
-
-// Everything of a record but its conversation snapshot, checked.
 DialogInstanceRecord parse_instance_part(const json& value) {
     check_keys(value, "",
                {"format", "format_version", "conversation", "pins", "pattern_instances", "turn_id"},
@@ -119,69 +115,6 @@ DialogInstanceRecord parse_instance_part(const json& value) {
         record.result = value["result"];
     }
     return record;
-}
-
-}  // namespace
-
-std::pair<json, DialogInstanceRecord> parse_instance_record(const json& value) {
-    DialogInstanceRecord record = parse_instance_part(value);
-    // The conversation's part, checked here so that nothing is applied from a bad record.
-    try {
-        (void)parse_snapshot(value["conversation"]);
-    } catch (const InvalidConversationSnapshotError& error) {
-        refuse("/conversation" + error.path(), error.constraint());
-    }
-    return {value["conversation"], std::move(record)};
-}
-
-InstanceStore::InstanceStore(std::shared_ptr<SessionStore> inner,
-                             std::function<DialogInstanceRecord()> read,
-                             std::function<void(DialogInstanceRecord)> apply)
-    : inner_(std::move(inner)), read_(std::move(read)), apply_(std::move(apply)) {}
-
-std::optional<StoredSession> InstanceStore::get(std::string_view tenant,
-                                                std::string_view session_id) {
-    auto stored = inner_->get(tenant, session_id);
-    if (!stored) {
-        apply_({});  // The session is gone: the instance starts afresh.
-        return std::nullopt;
-    }
-    json value;
-    if (const auto nul = stored->snapshot.find('\0'); nul != std::string::npos) {
-        refuse("", "is not JSON: a NUL byte at byte offset " + std::to_string(nul));
-    }
-    try {
-        value = json::parse(stored->snapshot);
-    } catch (const json::exception& error) {
-        refuse("", std::string("is not JSON: ") + error.what());
-    }
-    auto [conversation, record] = parse_instance_record(value);
-    apply_(std::move(record));
-    stored->snapshot = conversation.dump();
-    return stored;
-}
-
-std::uint64_t InstanceStore::put(std::string_view tenant, std::string_view session_id,
-                                 std::string_view snapshot, std::uint64_t expected_version) {
-    // The conversation checked its snapshot before handing it over; the rest is checked here,
-    // so that nothing a load would refuse is stored.
-    const json record = instance_record_to_json(json::parse(snapshot), read_());
-    (void)parse_instance_part(record);
-    std::string text;
-    try {
-        text = record.dump();
-    } catch (const json::type_error&) {
-        refuse("", "holds a string that is not valid UTF-8");
-    }
-    return inner_->put(tenant, session_id, text, expected_version);
-}
-
-bool InstanceStore::remove(std::string_view tenant, std::string_view session_id) {
-    return inner_->remove(tenant, session_id);
-}
-
-SessionPage InstanceStore::list(std::string_view tenant, const SessionListOptions& options) {
-    return inner_->list(tenant, options);
 }
 
 }  // namespace ullm::detail
