@@ -190,6 +190,36 @@ TEST_CASE("two dialogs writing one stored instance: the late writer fails, then 
     CHECK(left.transcript("alice").size() == 4);  // left has not looked since
 }
 
+TEST_CASE("a stored instance removed by another process starts afresh, pins and result too",
+          "[dialog][dialog_store]") {
+    Stored s;
+    auto dialog = s.dialog();
+    s.provider->push_tool_call("pin", {{"path", s.notes.to_string()}, {"name", "Shopping"}});
+    s.provider->push_tool_call("presentResult", {{"summary", "one pin"}});
+    s.provider->push_text("Pinned.");
+    REQUIRE(dialog.send("alice", "pin").status == ullm::DialogTurnStatus::completed);
+    REQUIRE(dialog.info("alice").result);
+    REQUIRE(s.store->remove("", "alice"));
+
+    // The next write finds the session gone: the turn fails as a conflict, and the instance
+    // takes what the store holds, which is nothing.
+    s.provider->push_text("lost");
+    const auto refused = dialog.send("alice", "still there?");
+    CHECK(refused.status == ullm::DialogTurnStatus::failed);
+    CHECK(refused.error_code == "session_store_conflict");
+    CHECK(dialog.transcript("alice").empty());
+    CHECK_FALSE(dialog.info("alice").result);
+    CHECK(dialog.system_prompt("alice").find("## Shopping") == std::string::npos);
+
+    s.provider->push_text("Fresh start.");
+    const auto fresh = dialog.send("alice", "hello again");
+    CHECK(fresh.status == ullm::DialogTurnStatus::completed);
+    CHECK(dialog.transcript("alice").size() == 2);
+    const json record = s.record("alice");
+    CHECK(record["pins"].empty());
+    CHECK_FALSE(record.contains("result"));
+}
+
 namespace {
 
 // A store whose writes fail while `broken` is set; reads and the rest pass through.
