@@ -1,6 +1,8 @@
 # Precompiled headers for ullm's own targets: nlohmann_json is most of what every translation
 # unit parses (about 133k of the 147k lines the umbrella header preprocesses to), so it and the
-# standard headers are compiled once per target. Consumers never see this.
+# standard headers are compiled once per target. Consumers never see this. A target built as a
+# few unity units (the library, the `ullm` program, with ULLM_UNITY_BUILD) gets none: building
+# the header would cost more CPU than it saves there; the tests, a unit per file, keep it.
 option(ULLM_ENABLE_PCH "Precompile the heavy headers of ullm's own targets" ON)
 
 set(ULLM_PCH_HEADERS
@@ -8,21 +10,24 @@ set(ULLM_PCH_HEADERS
   <mutex> <optional> <stdexcept> <stop_token> <string> <string_view> <thread> <utility>
   <vector>)
 
-# Gives `target` a precompiled header of ULLM_PCH_HEADERS and `ARGN` (extra headers).
+# Gives `target` a precompiled header of ULLM_PCH_HEADERS and `ARGN` (extra headers), unless
+# `ullm_target_unity` made it a unity build (call that first).
 function(ullm_target_pch target)
-  if(ULLM_ENABLE_PCH)
+  get_target_property(unity ${target} UNITY_BUILD)
+  if(ULLM_ENABLE_PCH AND NOT unity)
     target_precompile_headers(${target} PRIVATE ${ULLM_PCH_HEADERS} ${ARGN})
   endif()
 endfunction()
 
 # Unity builds: the sources of each top-level folder are compiled as one translation unit, so
 # the nlohmann templates every file instantiates are compiled and optimised once per folder
-# rather than once per file. Files of one folder share one scope: a helper in an anonymous
-# namespace must not reuse a name another file of its folder uses (put shared helpers in a
+# rather than once per file. Files of one unit share one scope: a helper in an anonymous
+# namespace must not reuse a name another file of its unit uses (put shared helpers in a
 # private header instead). Off gives one object per file.
 option(ULLM_UNITY_BUILD "Compile each source folder of ullm's own targets as one unit" ON)
 
 # Groups the sources of `target` under `root` by their first folder below it for a unity build.
+# Extra arguments `folder=unit` compile the named folders together as `unit`.
 function(ullm_target_unity target root)
   if(NOT ULLM_UNITY_BUILD)
     return()
@@ -31,6 +36,12 @@ function(ullm_target_unity target root)
   # GCC takes an included .cpp for a header and warns when a class there holds a type of an
   # anonymous namespace; in a unity build that is every such class, and harmless.
   target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
+  foreach(merge IN LISTS ARGN)
+    string(REPLACE "=" ";" pair "${merge}")
+    list(GET pair 0 folder)
+    list(GET pair 1 unit)
+    set(unit_of_${folder} "${unit}")
+  endforeach()
   get_target_property(sources ${target} SOURCES)
   foreach(source IN LISTS sources)
     get_filename_component(path "${source}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
@@ -39,6 +50,8 @@ function(ullm_target_unity target root)
       string(REGEX REPLACE "/.*" "" group "${relative}")
       if(group STREQUAL relative)
         set(group "top")
+      elseif(DEFINED unit_of_${group})
+        set(group "${unit_of_${group}}")
       endif()
       set_source_files_properties(${source} TARGET_DIRECTORY ${target}
                                   PROPERTIES UNITY_GROUP "${group}")

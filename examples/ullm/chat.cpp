@@ -1,6 +1,7 @@
 #include "chat.hpp"
 
 #include "cli_tools.hpp"
+#include "history_file.hpp"
 #include "line_editor.hpp"
 #include "offline_model.hpp"
 #include "output.hpp"
@@ -689,13 +690,13 @@ int send_object(const Settings& settings, const std::string& prompt) {
     const json& value = result.get();  // throws for a refusal or a skipped request
     if (settings.json) {
         out_json line;
-        line["object"] = out_json::parse(value.dump());
+        line["object"] = out_json(value);
         line["repairs"] = result.repairs;
         line["model"] = result.response.model;
         line["usage"] = usage_json(result.usage);
         print_line(line);
     } else {
-        print_line(out_json::parse(value.dump()));
+        print_line(out_json(value));
     }
     return 0;
 }

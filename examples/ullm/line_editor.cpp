@@ -2,7 +2,6 @@
 
 #if ULLM_CLI_LIBEDIT
 #include <histedit.h>
-#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -16,22 +15,15 @@
 #include <vector>
 #endif
 
-namespace ullm_cli {
+#include "history_file.hpp"
 
-std::string history_path(const std::string& store_path) {
-    return store_path + ".history";
-}
+namespace ullm_cli {
 
 #if ULLM_CLI_LIBEDIT
 
 namespace {
 
 constexpr int history_size = 1000;
-
-std::string history_line(const std::string& entry) {
-    return nlohmann::json(entry).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-           "\n";
-}
 
 // Writes all of `text` to `fd`; false on an error.
 bool write_all(int fd, const std::string& text) {
@@ -162,8 +154,7 @@ private:
         std::vector<std::string> entries;
         std::string text;
         while (std::getline(in, text)) {
-            const auto value = nlohmann::json::parse(text, nullptr, false);
-            if (value.is_string()) entries.push_back(value.get<std::string>());
+            if (auto entry = history_entry(text)) entries.push_back(std::move(*entry));
         }
         const std::size_t keep = static_cast<std::size_t>(history_size);
         const std::size_t first = entries.size() > keep ? entries.size() - keep : 0;

@@ -37,7 +37,4 @@ public:
     virtual void remember(const std::string& line) = 0;
 };
 
-// The history file of the sessions store at `store_path`: `<store_path>.history`.
-std::string history_path(const std::string& store_path);
-
 }  // namespace ullm_cli

@@ -49,7 +49,8 @@ json valid_utf8(json value) {
         (void)value.dump();
         return value;
     } catch (const json::type_error&) {
-        return json::parse(value.dump(-1, ' ', false, json::error_handler_t::replace));
+        return json::parse(
+            std::string_view(value.dump(-1, ' ', false, json::error_handler_t::replace)));
     }
 }
 

@@ -228,7 +228,7 @@ void PartialJsonParser::end_value() {
 
 void PartialJsonParser::end_number() {
     scalar_ = Scalar::none;
-    json number = json::parse(token_, nullptr, false);
+    json number = json::parse(std::string_view(token_), nullptr, false);
     if (number.is_discarded() || !number.is_number()) {
         fail("invalid number");
         return;

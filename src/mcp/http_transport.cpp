@@ -37,7 +37,7 @@ bool is_event_stream(const HttpResponseHead& head) {
 
 // Whether `data` (one message, or a batch) is the answer to request `id`.
 bool answers(const std::string& data, std::int64_t id) {
-    const json message = json::parse(data, nullptr, false);
+    const json message = json::parse(std::string_view(data), nullptr, false);
     const auto is_answer = [id](const json& each) {
         return each.is_object() && request_id_of(each) == id &&
                (each.contains("result") || each.contains("error"));
@@ -121,7 +121,7 @@ HttpRequest HttpTransport::make_request(const std::string& method, std::string b
 
 void HttpTransport::write_line(const std::string& line,
                                std::chrono::steady_clock::time_point deadline) {
-    const json message = json::parse(line);
+    const json message = json::parse(std::string_view(line));
     reap_finished();
     HttpRequest request = make_request("POST", line);
     std::string session;
@@ -233,7 +233,7 @@ McpError HttpTransport::status_failure(const HttpResponseHead& head, HttpStream&
                         "the MCP server no longer knows the session (" + text + ")");
     }
     std::int64_t rpc_code = 0;
-    const json answer = json::parse(body, nullptr, false);
+    const json answer = json::parse(std::string_view(body), nullptr, false);
     if (answer.is_object() && answer.contains("error") && answer["error"].is_object()) {
         const json& code = answer["error"].value("code", json());
         if (code.is_number_integer()) rpc_code = code.get<std::int64_t>();

@@ -23,7 +23,7 @@ std::string quote(std::string_view text, std::size_t limit = 80) {
 std::string clean(std::string_view text) {
     const std::string escaped =
         json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-    std::string out = json::parse(escaped).get<std::string>();
+    std::string out = json::parse(std::string_view(escaped)).get<std::string>();
     if (out.size() > max_error_text) {
         std::size_t cut = max_error_text;
         while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0U) == 0x80U) --cut;
