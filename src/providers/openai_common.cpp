@@ -13,29 +13,6 @@ std::string data_url(const std::string& media_type, const std::string& data) {
     return "data:" + media_type + ";base64," + data;
 }
 
-HttpRequest openai_http_request(std::string url, const json& body, bool stream,
-                                const std::string& api_key, const std::string& organization,
-                                const std::string& project, const HttpHeaders& extra,
-                                std::chrono::milliseconds connect_timeout,
-                                std::chrono::milliseconds idle_timeout) {
-    HttpRequest http;
-    http.method = "POST";
-    http.url = std::move(url);
-    http.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
-    http.headers = {{"Content-Type", "application/json"}};
-    if (stream) http.headers.emplace_back("Accept", "text/event-stream");
-    if (!api_key.empty()) {
-        http.headers.emplace_back("Authorization", "Bearer " + api_key);
-        http.secrets.push_back(api_key);
-    }
-    if (!organization.empty()) http.headers.emplace_back("OpenAI-Organization", organization);
-    if (!project.empty()) http.headers.emplace_back("OpenAI-Project", project);
-    for (const auto& header : extra) http.headers.push_back(header);
-    http.connect_timeout = connect_timeout;
-    http.idle_timeout = idle_timeout;
-    return http;
-}
-
 json openai_tool_choice(const ToolChoice& choice, const json& named) {
     switch (choice.mode) {
         case ToolChoice::Mode::automatic:

@@ -7,9 +7,12 @@
 #include <ullm/http/http_types.hpp>
 #include <ullm/providers/chat.hpp>
 
+#include "provider_request.hpp"
+
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace ullm::detail {
 
@@ -20,13 +23,17 @@ bool is_openai_reasoning_model(std::string_view model);
 /// `data:<media_type>;base64,<data>`, the inline form of an image or a file.
 std::string data_url(const std::string& media_type, const std::string& data);
 
-/// The HTTP request both OpenAI APIs take: a JSON POST to `url` with bearer authentication
-/// (when `api_key` is set), the organization and project headers, and `extra` headers.
-HttpRequest openai_http_request(std::string url, const json& body, bool stream,
-                                const std::string& api_key, const std::string& organization,
-                                const std::string& project, const HttpHeaders& extra,
-                                std::chrono::milliseconds connect_timeout,
-                                std::chrono::milliseconds idle_timeout);
+/// A request to an OpenAI API (or a compatible server) under `options` (any options struct
+/// with the organisation and project fields): bearer authentication when a key is set, and
+/// the organisation and project headers when set.
+template <class Options>
+[[nodiscard]] HttpRequest openai_request(const Options& options, ProviderCall call) {
+    call.key = {"Authorization", "Bearer "};
+    if (!options.organization.empty())
+        call.own.emplace_back("OpenAI-Organization", options.organization);
+    if (!options.project.empty()) call.own.emplace_back("OpenAI-Project", options.project);
+    return provider_request(options, std::move(call));
+}
 
 /// The `tool_choice` both OpenAI APIs take; `named` is how the API spells a named function
 /// (`{"type":"function","function":{"name":…}}` for Chat, `{"type":"function","name":…}` for

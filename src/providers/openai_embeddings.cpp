@@ -59,9 +59,7 @@ public:
             body["encoding_format"] = settings_.base64 ? "base64" : "float";
         }
         if (request.dimensions) body["dimensions"] = *request.dimensions;
-        return openai_http_request(url_, body, false, settings_.api_key, settings_.organization,
-                                   settings_.project, settings_.extra_headers,
-                                   settings_.connect_timeout, settings_.idle_timeout);
+        return openai_request(settings_, {.url = url_, .body = &body});
     }
 
     [[nodiscard]] EmbeddingResponse decode(const HttpResponse& response,

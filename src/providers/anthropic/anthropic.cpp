@@ -11,6 +11,7 @@
 #include "../../core/arithmetic.hpp"
 #include "../base_url.hpp"
 #include "../json_readers.hpp"
+#include "../provider_request.hpp"
 #include "../request_checks.hpp"
 #include "anthropic_internal.hpp"
 
@@ -214,30 +215,20 @@ json AnthropicProvider::encode_body(const ChatRequest& request, bool stream) con
 }
 
 HttpRequest AnthropicProvider::encode(const ChatRequest& request, bool stream) const {
-    HttpRequest http;
-    http.method = "POST";
-    http.url = options_.base_url + "/messages";
-    http.body = encode_body(request, stream).dump(-1, ' ', false, json::error_handler_t::replace);
-    http.headers = {{"content-type", "application/json"},
-                    {"anthropic-version", options_.anthropic_version}};
-    if (stream) http.headers.emplace_back("accept", "text/event-stream");
-    if (!options_.api_key.empty()) {
-        http.headers.emplace_back("x-api-key", options_.api_key);
-        http.secrets.push_back(options_.api_key);
+    const json body = encode_body(request, stream);
+    detail::ProviderCall call{.url = options_.base_url + "/messages",
+                              .body = &body,
+                              .event_stream = stream,
+                              .key = {"x-api-key", ""},
+                              .own = {{"anthropic-version", options_.anthropic_version}}};
+    std::string beta;
+    for (const auto& flag : options_.beta) {
+        if (flag.empty()) continue;
+        if (!beta.empty()) beta += ",";
+        beta += flag;
     }
-    if (!options_.beta.empty()) {
-        std::string beta;
-        for (const auto& flag : options_.beta) {
-            if (flag.empty()) continue;
-            if (!beta.empty()) beta += ",";
-            beta += flag;
-        }
-        if (!beta.empty()) http.headers.emplace_back("anthropic-beta", std::move(beta));
-    }
-    for (const auto& header : options_.extra_headers) http.headers.push_back(header);
-    http.connect_timeout = options_.connect_timeout;
-    http.idle_timeout = options_.idle_timeout;
-    return http;
+    if (!beta.empty()) call.own.emplace_back("anthropic-beta", std::move(beta));
+    return detail::provider_request(options_, std::move(call));
 }
 
 ChatResponse AnthropicProvider::decode(const HttpResponse& response,

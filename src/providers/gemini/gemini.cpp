@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "../base_url.hpp"
+#include "../provider_request.hpp"
 #include "gemini_internal.hpp"
 
 namespace ullm {
@@ -44,19 +45,9 @@ std::string model_path(std::string_view model) {
 }
 
 HttpRequest post_request(const GeminiOptions& options, std::string url, const json& body) {
-    HttpRequest http;
-    http.method = "POST";
-    http.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
-    http.url = std::move(url);
-    http.headers = {{"Content-Type", "application/json"}};
-    if (!options.api_key.empty()) {
-        http.headers.emplace_back("x-goog-api-key", options.api_key);
-        http.secrets.push_back(options.api_key);
-    }
-    for (const auto& header : options.extra_headers) http.headers.push_back(header);
-    http.connect_timeout = options.connect_timeout;
-    http.idle_timeout = options.idle_timeout;
-    return http;
+    // Gemini streams by `alt=sse` in the URL, without an Accept header.
+    return provider_request(options,
+                            {.url = std::move(url), .body = &body, .key = {"x-goog-api-key", ""}});
 }
 
 std::string request_id_header(const HttpResponseHead& head) {

@@ -113,10 +113,10 @@ json OpenAiChatProvider::encode_body(const ChatRequest& request, bool stream) co
 }
 
 HttpRequest OpenAiChatProvider::encode(const ChatRequest& request, bool stream) const {
-    return detail::openai_http_request(
-        options_.base_url + "/chat/completions", encode_body(request, stream), stream,
-        options_.api_key, options_.organization, options_.project, options_.extra_headers,
-        options_.connect_timeout, options_.idle_timeout);
+    const json body = encode_body(request, stream);
+    return detail::openai_request(
+        options_,
+        {.url = options_.base_url + "/chat/completions", .body = &body, .event_stream = stream});
 }
 
 ChatResponse OpenAiChatProvider::decode(const HttpResponse& response,

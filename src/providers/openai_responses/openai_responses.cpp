@@ -123,10 +123,9 @@ json OpenAiResponsesProvider::encode_body(const ChatRequest& request, bool strea
 }
 
 HttpRequest OpenAiResponsesProvider::encode(const ChatRequest& request, bool stream) const {
-    return detail::openai_http_request(
-        options_.base_url + "/responses", encode_body(request, stream), stream, options_.api_key,
-        options_.organization, options_.project, options_.extra_headers, options_.connect_timeout,
-        options_.idle_timeout);
+    const json body = encode_body(request, stream);
+    return detail::openai_request(
+        options_, {.url = options_.base_url + "/responses", .body = &body, .event_stream = stream});
 }
 
 ChatResponse OpenAiResponsesProvider::decode(const HttpResponse& response,
@@ -190,19 +189,9 @@ HttpRequest OpenAiResponsesProvider::background_request(const ChatRequest& reque
         if (stream) add("stream=true");
         if (stream && starting_after >= 0) add("starting_after=" + std::to_string(starting_after));
     }
-    HttpRequest http = detail::openai_http_request(
-        url + query, json::object(), stream, options_.api_key, options_.organization,
-        options_.project, options_.extra_headers, options_.connect_timeout, options_.idle_timeout);
-    http.body.clear();
-    if (!cancel) {
-        // A GET has no body to describe.
-        http.method = "GET";
-        http.headers.erase(
-            std::remove_if(http.headers.begin(), http.headers.end(),
-                           [](const auto& header) { return header.first == "Content-Type"; }),
-            http.headers.end());
-    }
-    return http;
+    // A retrieve is a GET; a cancel a POST without a body.
+    return detail::openai_request(
+        options_, {.method = cancel ? "POST" : "GET", .url = url + query, .event_stream = stream});
 }
 
 bool OpenAiResponsesProvider::runs_in_background(const ChatRequest& request) const {
