@@ -47,8 +47,8 @@ public:
     virtual std::optional<Message> interrupted(const InterruptedTurn& turn) = 0;
 
     /// The stored form of a conversation snapshot: the snapshot with the owner's state beside
-    /// it. Throws `InvalidConversationSnapshotError` for an owner's state that `restore` would
-    /// refuse; then nothing is written.
+    /// it. The conversation takes it apart again with `restore` before writing it, so that
+    /// nothing a load would refuse is stored.
     [[nodiscard]] virtual json stored_form(json snapshot) = 0;
 
     /// What `restore` found in a stored value.

@@ -295,16 +295,13 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
 
         json stored_form(json snapshot) override {
             const auto owner = instance_.lock();
-            json record = detail::instance_record_to_json(
+            return detail::instance_record_to_json(
                 std::move(snapshot), owner ? record_of(*owner) : detail::DialogInstanceRecord{});
-            // Never store what a load would refuse.
-            (void)detail::parse_instance_part(record);
-            return record;
         }
 
         Restored restore(const json& stored) override {
             detail::DialogInstanceRecord record = detail::parse_instance_part(stored);
-            return {stored["conversation"], "/conversation",
+            return {stored.at("conversation"), "/conversation",
                     [instance = instance_, record = std::move(record)]() mutable {
                         if (const auto owner = instance.lock()) {
                             apply_record(*owner, std::move(record));
