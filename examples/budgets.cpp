@@ -13,7 +13,7 @@
 #include <ullm/core/json.hpp>
 #include <ullm/core/usage.hpp>
 #include <ullm/providers/price_table.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <fmt/core.h>
 

@@ -12,7 +12,7 @@
 #include <ullm/core/error.hpp>
 #include <ullm/mcp/mcp_client.hpp>
 #include <ullm/mcp/mcp_tools.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <fmt/core.h>
 

@@ -13,8 +13,8 @@
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
 #include <ullm/providers/price_table.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <fmt/core.h>
 

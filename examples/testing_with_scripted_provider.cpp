@@ -14,8 +14,8 @@
 #include <ullm/core/error.hpp>
 #include <ullm/core/message.hpp>
 #include <ullm/providers/openai_chat.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/testing/replay.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 #include <ullm/tools/tool.hpp>
 

@@ -12,7 +12,7 @@
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/core/json.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 #include <ullm/tools/tool.hpp>
 

@@ -229,7 +229,7 @@ std::pair<ullm::Client, std::string> make_client(const Settings& settings,
                       {{"offline/*",
                         {{"input", 0.0}, {"output", 0.0}, {"lastUpdated", "2026-11-30"}}}}}}));
         return {ullm::Client({.default_model = "offline/scripted",
-                              .providers = {std::make_shared<OfflineModel>()},
+                              .providers = {offline_model()},
                               .prices = std::move(prices),
                               .session_store = std::move(store),
                               .on_usage = usage_recorder(settings)}),

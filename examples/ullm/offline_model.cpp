@@ -126,30 +126,8 @@ std::int64_t tokens_of(const std::string& text) {
     return static_cast<std::int64_t>(text.size() / 4 + 1);
 }
 
-}  // namespace
-
-OfflineModel::OfflineModel(std::chrono::milliseconds word_delay)
-    : voice_(std::make_shared<ullm::ScriptedProvider>("offline", word_delay)) {}
-
-ullm::ProviderCapabilities OfflineModel::capabilities(std::string_view model) const {
-    return voice_->capabilities(model);
-}
-
-ullm::HttpRequest OfflineModel::encode(const ullm::ChatRequest& request, bool stream) const {
-    return voice_->encode(request, stream);
-}
-
-ullm::ChatResponse OfflineModel::decode(const ullm::HttpResponse& response,
-                                        const ullm::ChatRequest& request) const {
-    return voice_->decode(response, request);
-}
-
-std::unique_ptr<ullm::StreamDecoder> OfflineModel::stream_decoder(
-    const ullm::ChatRequest& request) const {
-    return voice_->stream_decoder(request);
-}
-
-void OfflineModel::prepare(const ullm::ChatRequest& request) const {
+// The answer to `request`, with the usage a model would count for it.
+ullm::ChatResponse answer(const ullm::ChatRequest& request) {
     ullm::ChatResponse response;
     if (!request.messages.empty() && request.messages.back().role == ullm::Role::tool) {
         response.text = about_results(request.messages.back().tool_results());
@@ -169,22 +147,17 @@ void OfflineModel::prepare(const ullm::ChatRequest& request) const {
     response.usage.cost_usd = 0.0;
     response.model = request.model;
     response.provider = "offline";
-    voice_->push(std::move(response));
+    return response;
 }
 
-ullm::ChatResponse OfflineModel::respond(const ullm::ChatRequest& request,
-                                         std::stop_token stop) const {
-    // Queueing the answer and taking it are one step, so concurrent requests get their own.
-    std::lock_guard lock(mutex_);
-    prepare(request);
-    return voice_->respond(request, std::move(stop));
-}
+}  // namespace
 
-std::unique_ptr<ullm::EventSource> OfflineModel::respond_stream(const ullm::ChatRequest& request,
-                                                                std::stop_token stop) const {
-    std::lock_guard lock(mutex_);
-    prepare(request);
-    return voice_->respond_stream(request, std::move(stop));
+std::shared_ptr<ullm::ScriptedProvider> offline_model(std::chrono::milliseconds word_delay) {
+    auto model = std::make_shared<ullm::ScriptedProvider>("offline", word_delay);
+    // Nothing is queued: every request is answered by the rules.
+    model->answer_with(
+        [](const ullm::ChatRequest& request) { return ullm::ScriptedTurn{answer(request)}; });
+    return model;
 }
 
 }  // namespace ullm_cli

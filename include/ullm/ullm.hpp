@@ -26,11 +26,11 @@
 #include <ullm/providers/gemini.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/openai_responses.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/file_session_store.hpp>
 #include <ullm/store/memory_session_store.hpp>
 #include <ullm/store/session_store.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 #include <ullm/tools/tool.hpp>
 #include <ullm/tools/tool_registry.hpp>

@@ -85,10 +85,6 @@ public:
                     return;
                 }
             }
-            if (route_.provider->offline()) {
-                respond_offline();
-                return;
-            }
             http_ = detail::encode_request(*route_.provider, request_, false);
             secrets_ = detail::request_secrets(http_);
             limit_ = detail::Limit::of(*client_, route_.provider->name(), options.lane, http_,
@@ -107,7 +103,6 @@ public:
             std::lock_guard lock(mutex_);
             if (cancelled_ || finished_) return;
             cancelled_ = true;
-            stop_.request_stop();  // an offline provider's answer
             pending = pending_;
             waiting = std::exchange(waiting_, nullptr);
         }
@@ -188,17 +183,18 @@ private:
         std::shared_ptr<PendingRequest> pending;
         std::exception_ptr refused;
         try {
-            pending = client_->transport->start(
-                http_,
-                [self = shared_from_this()](HttpResponse answer, std::exception_ptr error) mutable {
-                    // The call moves on to the callback thread; the transport's thread keeps no
-                    // reference to it (it may be the last one, and the loop must not free it).
-                    CompletionCall& call = *self;
-                    call.post_to_client([self = std::move(self), answer = std::move(answer),
-                                         error = std::move(error)]() mutable {
-                        self->on_answer(answer, std::move(error));
+            pending =
+                detail::transport_of(*client_, *route_.provider)
+                    .start(http_, [self = shared_from_this()](HttpResponse answer,
+                                                              std::exception_ptr error) mutable {
+                        // The call moves on to the callback thread; the transport's thread keeps no
+                        // reference to it (it may be the last one, and the loop must not free it).
+                        CompletionCall& call = *self;
+                        call.post_to_client([self = std::move(self), answer = std::move(answer),
+                                             error = std::move(error)]() mutable {
+                            self->on_answer(answer, std::move(error));
+                        });
                     });
-                });
         } catch (...) {
             refused = std::current_exception();
         }
@@ -257,7 +253,8 @@ private:
             detail::redact_secrets(failure, secrets_);
             limit_.note(failure);
             error = std::current_exception();
-            delay = detail::retry_delay(client_->retry, failure, attempt_);
+            delay = detail::retry_delay(detail::retry_of(*client_, *route_.provider), failure,
+                                        attempt_);
         } catch (...) {
         }
         if (is_cancelled()) {
@@ -271,28 +268,6 @@ private:
                 if (const auto self = weak.lock()) self->start_attempt();
             });
         }
-    }
-
-    // An offline provider answers on a thread of its own: its `respond` may block.
-    void respond_offline() {
-        std::thread([self = shared_from_this()]() mutable {
-            std::exception_ptr error;
-            std::optional<ChatResponse> response;
-            try {
-                response = detail::checked(
-                    *self->client_, self->route_, self->request_,
-                    self->route_.provider->respond(self->request_, self->stop_.get_token()), true,
-                    self->started_);
-            } catch (...) {
-                error = std::current_exception();
-            }
-            CompletionCall& call = *self;
-            call.post_to_client([self = std::move(self), response = std::move(response),
-                                 error = std::move(error)]() mutable {
-                self->finish(error ? Result<ChatResponse>(std::move(error))
-                                   : Result<ChatResponse>(std::move(*response)));
-            });
-        }).detach();
     }
 
     // Completes the call with `error` from the callback thread, whichever thread fails it (a
@@ -344,7 +319,6 @@ private:
     std::chrono::system_clock::time_point started_;
     HttpRequest http_;
     std::vector<std::string> secrets_;
-    std::stop_source stop_;
     std::optional<std::stop_callback<CancelOnStop<CompletionCall>>> on_stop_;
 
     std::mutex mutex_;
@@ -542,8 +516,8 @@ private:
         if (ended) end(std::move(error));
     }
 
-    // An offline provider, or a stream that cannot notify: pulled on a thread of its own,
-    // each event handed over (and taken) before the next is read.
+    // A stream that cannot notify (a transport's without an I/O loop): pulled on a thread of its
+    // own, each event handed over (and taken) before the next is read.
     void read_on_thread() {
         {
             std::lock_guard lock(mutex_);

@@ -37,15 +37,12 @@ public:
         : client_(std::move(client)),
           route_(std::move(route)),
           request_(std::move(request)),
-          codec_(route_.provider->offline() ? nullptr : route_.provider->background()),
+          codec_(route_.provider->background()),
           // Encoding first means invalid options fail when the stream is created.
-          encoded_(route_.provider->offline() ? std::nullopt
-                                              : std::optional<HttpRequest>(detail::encode_request(
-                                                    *route_.provider, request_, true))),
-          secrets_(encoded_ ? detail::request_secrets(*encoded_) : std::vector<std::string>()),
-          limit_(encoded_ ? Limit::of(*client_, route_.provider->name(), lane, *encoded_,
-                                      max_output_tokens(request_))
-                          : Limit{}),
+          encoded_(detail::encode_request(*route_.provider, request_, true)),
+          secrets_(detail::request_secrets(*encoded_)),
+          limit_(Limit::of(*client_, route_.provider->name(), lane, *encoded_,
+                           max_output_tokens(request_))),
           on_stop_(std::move(stop), [this] { cancel(); }) {}
 
     // The stream of background response `from.response_id` after event `from.sequence_number`.
@@ -113,18 +110,14 @@ public:
         event,        ///< an event
         blocked,      ///< nothing yet: `notify` (see `poll`) or the retry deadline tells when
         finished,     ///< the stream has ended (after its `done`)
-        needs_thread  ///< the stream can only be read by waiting (an offline provider, or a
-                      ///< transport whose streams cannot notify): pull it with `next()`
+        needs_thread  ///< the stream can only be read by waiting (its transport's streams
+                      ///< cannot notify): pull it with `next()`
     };
 
     /// As `next()`, without waiting: the next event, or why there is none. `notify` is handed
     /// to each attempt's `HttpStream::notify_when_ready`; after `blocked`, poll again when it
     /// runs or at `retry_deadline()`. Throws what `next()` throws.
     std::optional<StreamEvent> poll(const std::function<void()>& notify, Poll& outcome) {
-        if (route_.provider->offline()) {
-            outcome = Poll::needs_thread;
-            return std::nullopt;
-        }
         notify_ = &notify;
         outcome = Poll::event;
         auto event = advance(false, outcome);
@@ -195,7 +188,7 @@ private:
                     // The response goes on without us: pick its stream up where it broke off.
                     if (position->sequence_number > progress_mark_) attempt_ = 1;
                     progress_mark_ = position->sequence_number;
-                    const auto delay = retry_delay(client_->retry, error, attempt_);
+                    const auto delay = retry_delay(retry_policy(), error, attempt_);
                     if (!delay || !decoder_->prepare_resume()) throw;
                     resume_at(*position);
                     StreamEvent retry;
@@ -209,9 +202,8 @@ private:
                     continue;
                 }
                 const bool visible = decoder_ != nullptr && decoder_->produced_visible_event();
-                const auto delay = visible || route_.provider->offline()
-                                       ? std::nullopt
-                                       : retry_delay(client_->retry, error, attempt_);
+                const auto delay =
+                    visible ? std::nullopt : retry_delay(retry_policy(), error, attempt_);
                 if (!delay) throw;
                 if (started_in_background()) {
                     detail::ErrorEditor::set_message(
@@ -272,20 +264,6 @@ private:
             retry_wait_.reset();
             retry_until_.reset();
             ++attempt_;
-        }
-        if (route_.provider->offline()) {
-            if (!source_) {
-                source_ = route_.provider->respond_stream(request_, stop_.get_token());
-                checker_.emplace(origin());
-            }
-            StreamEvent event;
-            if (source_->next(event)) {
-                checker_->check(event);
-                pending_.push(std::move(event));
-            } else if (!response_) {
-                throw StreamTruncatedError("the scripted stream ended without a done event");
-            }
-            return Poll::event;
         }
         if (!http_ || !head_checked_) {
             if (const Poll stalled = start_attempt(may_block); stalled != Poll::event) {
@@ -392,6 +370,10 @@ private:
                             : route_.provider->stream_decoder(request_);
     }
 
+    [[nodiscard]] const RetryPolicy& retry_policy() const {
+        return retry_of(*client_, *route_.provider);
+    }
+
     [[nodiscard]] ErrorOrigin origin() const {
         return {std::string(route_.provider->name()), request_.model, ""};
     }
@@ -403,10 +385,10 @@ private:
         if (!http_) {
             if (!admitted(may_block)) return Poll::blocked;
             // Read only by waiting (`next()`): the transport may run it on this thread.
-            auto stream =
-                notify_ == nullptr
-                    ? client_->transport->open_blocking_stream(*encoded_, stop_.get_token())
-                    : client_->transport->open_stream(*encoded_, stop_.get_token());
+            Transport& transport = transport_of(*client_, *route_.provider);
+            auto stream = notify_ == nullptr
+                              ? transport.open_blocking_stream(*encoded_, stop_.get_token())
+                              : transport.open_stream(*encoded_, stop_.get_token());
             const bool notifies = notify_ != nullptr && stream->notify_when_ready(*notify_);
             {
                 std::lock_guard lock(http_mutex_);
@@ -554,8 +536,7 @@ private:
     std::shared_ptr<Admission> admission_;  ///< Set and reset under `http_mutex_`.
     std::unique_ptr<HttpStream> http_;
     std::unique_ptr<StreamDecoder> decoder_;
-    std::optional<detail::StreamEventChecker> checker_;  ///< Of the current attempt.
-    std::unique_ptr<EventSource> source_;
+    std::optional<detail::StreamEventChecker> checker_;   ///< Of the current attempt.
     std::string bytes_ = client_->stream_buffers.take();  ///< The last read of the body.
     std::size_t decoded_ = 0;  ///< How much of `bytes_` went to the decoder.
     std::vector<StreamEvent> buffer_;

@@ -307,17 +307,14 @@ ChatResponse complete_routed(const Client::State& state, const Route& route,
                              const ChatRequest& request, const std::stop_token& stop,
                              std::uint64_t lane = 0) {
     const auto started = std::chrono::system_clock::now();
-    if (route.provider->offline()) {
-        return checked(state, route, request, route.provider->respond(request, stop), true,
-                       started);
-    }
     const HttpRequest http = detail::encode_request(*route.provider, request, false);
     const auto limit = detail::Limit::of(state, route.provider->name(), lane, http,
                                          detail::max_output_tokens(request));
-    return send_with_retries(state, http, stop, limit, [&](const HttpResponse& answer) {
-        return checked(state, route, request, route.provider->decode(answer, request), true,
-                       started);
-    });
+    return send_with_retries(
+        state, *route.provider, http, stop, limit, [&](const HttpResponse& answer) {
+            return checked(state, route, request, route.provider->decode(answer, request), true,
+                           started);
+        });
 }
 
 // What a call about a background response needs: where `model` goes, the provider's codec, and
@@ -331,7 +328,7 @@ struct BackgroundRoute {
 BackgroundRoute background_route(const Client& client, std::string_view model) {
     BackgroundRoute background{client.route(model), nullptr, {}};
     const Provider& provider = *background.route.provider;
-    background.codec = provider.offline() ? nullptr : provider.background();
+    background.codec = provider.background();
     if (background.codec == nullptr) {
         throw ProviderCapabilityError(
             ErrorCode::unsupported_option,
@@ -352,7 +349,8 @@ ChatResponse send_background(const Client::State& state, const BackgroundRoute& 
                              std::optional<std::chrono::milliseconds>* asked = nullptr) {
     std::exception_ptr final_error;
     ChatResponse response = send_with_retries(
-        state, http, stop, detail::Limit::of(state, background.route.provider->name(), 0, http, 0),
+        state, *background.route.provider, http, stop,
+        detail::Limit::of(state, background.route.provider->name(), 0, http, 0),
         [&](const HttpResponse& answer) -> ChatResponse {
             if (answer.status < 200 || answer.status > 299) {
                 (void)background.codec->decode_retrieved(answer, background.request);
@@ -495,7 +493,10 @@ ChatResponse Client::wait_response(std::string_view model, std::string_view resp
             case ResponseStatus::in_progress:
                 break;
         }
-        const auto wait = asked ? std::min(*asked, state_->retry.max_server_delay) : interval;
+        const auto wait =
+            asked ? std::min(*asked,
+                             detail::retry_of(*state_, *background.route.provider).max_server_delay)
+                  : interval;
         if (!RetryPolicy::sleep(wait, stop)) {
             throw CancelledError("waiting for the background response was cancelled");
         }

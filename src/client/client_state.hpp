@@ -196,19 +196,34 @@ inline void redact_secrets(Error& error, const std::vector<std::string>& secrets
     if (clean != error.message()) detail::ErrorEditor::set_message(error, clean);
 }
 
-// Sends `http` and returns what `decode` makes of the answer, retrying what the retry policy
-// allows; no error it throws holds a secret of `http`.
+/// The transport `provider`'s requests take: its own, else the client's.
+inline Transport& transport_of(const Client::State& state, const Provider& provider) {
+    Transport* own = provider.transport();
+    return own != nullptr ? *own : *state.transport;
+}
+
+/// The retry policy of `provider`'s requests: its own, else the client's.
+inline const RetryPolicy& retry_of(const Client::State& state, const Provider& provider) {
+    const RetryPolicy* own = provider.retry_policy();
+    return own != nullptr ? *own : state.retry;
+}
+
+// Sends `http` to `provider` and returns what `decode` makes of the answer, retrying what the
+// retry policy allows; no error it throws holds a secret of `http`.
 // Each attempt waits for `limit` first.
 template <class Decode>
-auto send_with_retries(const Client::State& state, const HttpRequest& http,
-                       const std::stop_token& stop, const Limit& limit, const Decode& decode)
+auto send_with_retries(const Client::State& state, const Provider& provider,
+                       const HttpRequest& http, const std::stop_token& stop, const Limit& limit,
+                       const Decode& decode)
     -> decltype(decode(std::declval<const HttpResponse&>())) {
+    Transport& transport = transport_of(state, provider);
+    const RetryPolicy& retry = retry_of(state, provider);
     const std::vector<std::string> secrets = detail::request_secrets(http);
     for (int attempt = 1;; ++attempt) {
         try {
             RequestLimiter::Permit permit;
             if (limit.limiter) permit = limit.limiter->acquire(limit.lane, limit.tokens, stop);
-            auto answer = decode(state.transport->send(http, stop));
+            auto answer = decode(transport.send(http, stop));
             permit.settle(used_tokens(answer));
             return answer;
         } catch (const CancelledError&) {
@@ -216,7 +231,7 @@ auto send_with_retries(const Client::State& state, const HttpRequest& http,
         } catch (Error& error) {
             redact_secrets(error, secrets);
             limit.note(error);
-            const auto delay = retry_delay(state.retry, error, attempt);
+            const auto delay = retry_delay(retry, error, attempt);
             if (!delay) throw;
             if (!RetryPolicy::sleep(*delay, stop))
                 throw CancelledError("the request was cancelled");

@@ -54,7 +54,7 @@ EmbeddingRoute embedding_route(const Client& client, EmbeddingRequest& request) 
     EmbeddingRoute routed{client.route(request.model), nullptr};
     request.model = routed.route.model;
     const Provider& provider = *routed.route.provider;
-    routed.codec = provider.offline() ? nullptr : provider.embeddings();
+    routed.codec = provider.embeddings();
     if (routed.codec == nullptr) {
         throw ProviderCapabilityError(
             ErrorCode::unsupported_option,
@@ -95,7 +95,8 @@ EmbeddingResponse embed_routed(const Client::State& state, const EmbeddingRoute&
         const HttpRequest http = routed.codec->encode(part);
         const auto started = std::chrono::system_clock::now();
         EmbeddingResponse answer = detail::send_with_retries(
-            state, http, stop, detail::Limit::of(state, provider, 0, http, 0),
+            state, *routed.route.provider, http, stop,
+            detail::Limit::of(state, provider, 0, http, 0),
             [&](const HttpResponse& response) { return routed.codec->decode(response, part); });
         price_embedding(*state.prices, provider, request.model, answer.model, answer.usage);
         detail::report_usage(state, provider, request.model, answer.usage, false, false, started,

@@ -5,9 +5,9 @@
 
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/memory_session_store.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include <fmt/core.h>

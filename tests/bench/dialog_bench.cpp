@@ -7,8 +7,8 @@
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/dialog/dialog.hpp>
 #include <ullm/dialog/generate_object.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include <fmt/core.h>

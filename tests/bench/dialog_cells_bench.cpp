@@ -15,6 +15,7 @@
 
 #include <ullm/dialog/dialog.hpp>
 #include <ullm/providers/provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include <fmt/core.h>
@@ -62,9 +63,9 @@ double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// An offline model that never runs out and records nothing: a user message is answered with
-// one round of `calls` tool calls, alternating `add_note` and `count_notes`; tool results with
-// a short text.
+// A model that never runs out and records nothing: a user message is answered with one round
+// of `calls` tool calls, alternating `add_note` and `count_notes`; tool results with a short
+// text. It answers whole responses only, through a scripted provider's in-process transport.
 class LoopProvider final : public ullm::Provider {
 public:
     explicit LoopProvider(int calls) : calls_(calls) {}
@@ -73,24 +74,21 @@ public:
     [[nodiscard]] ullm::ProviderCapabilities capabilities(std::string_view) const override {
         return {};
     }
-    [[nodiscard]] ullm::HttpRequest encode(const ullm::ChatRequest&, bool) const override {
-        throw ullm::ProviderCapabilityError(ullm::ErrorCode::offline_provider,
-                                            "the loop speaks no HTTP");
-    }
-    [[nodiscard]] ullm::ChatResponse decode(const ullm::HttpResponse&,
-                                            const ullm::ChatRequest&) const override {
-        throw ullm::ProviderCapabilityError(ullm::ErrorCode::offline_provider,
-                                            "the loop speaks no HTTP");
+    [[nodiscard]] ullm::HttpRequest encode(const ullm::ChatRequest& request,
+                                           bool stream) const override {
+        return wire_.encode(request, stream);
     }
     [[nodiscard]] std::unique_ptr<ullm::StreamDecoder> stream_decoder(
-        const ullm::ChatRequest&) const override {
-        throw ullm::ProviderCapabilityError(ullm::ErrorCode::offline_provider,
-                                            "the loop speaks no HTTP");
+        const ullm::ChatRequest& request) const override {
+        return wire_.stream_decoder(request);  // the queue is empty: `mock_queue_exhausted`
     }
-    [[nodiscard]] bool offline() const noexcept override { return true; }
+    [[nodiscard]] ullm::Transport* transport() const noexcept override { return wire_.transport(); }
+    [[nodiscard]] const ullm::RetryPolicy* retry_policy() const noexcept override {
+        return wire_.retry_policy();
+    }
 
-    [[nodiscard]] ullm::ChatResponse respond(const ullm::ChatRequest& request,
-                                             std::stop_token) const override {
+    [[nodiscard]] ullm::ChatResponse decode(const ullm::HttpResponse&,
+                                            const ullm::ChatRequest& request) const override {
         ullm::ChatResponse response;
         response.model = request.model;
         response.message.role = ullm::Role::assistant;
@@ -111,6 +109,7 @@ public:
 
 private:
     int calls_;
+    ullm::ScriptedProvider wire_{"loop"};
 };
 
 // A notes counter, a handler that counts one and writes the count as its result, and a pattern

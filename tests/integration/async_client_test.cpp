@@ -4,7 +4,7 @@
 #include <ullm/client/client.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/providers/openai_chat.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <algorithm>
 #include <atomic>

@@ -4,7 +4,7 @@
 #include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/gemini.hpp>
 #include <ullm/providers/openai_chat.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <mutex>
 #include <thread>

@@ -7,7 +7,7 @@
 #include <ullm/dialog/dialog.hpp>
 #include <ullm/dialog/tool_adapter.hpp>
 #include <ullm/mcp/mcp_tools.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <algorithm>
 #include <atomic>

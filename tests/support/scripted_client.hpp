@@ -4,7 +4,7 @@
 // responses made up for a test, and a bounded wait for a condition another thread makes true.
 
 #include <ullm/client/client.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 #include <ullm/tools/tool.hpp>
 

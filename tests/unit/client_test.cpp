@@ -1,7 +1,7 @@
 #include <ullm/client/client.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/providers/openai_chat.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <cstdlib>
 #include <thread>
@@ -97,17 +97,26 @@ TEST_CASE("a null provider is refused, in the options and later", "[client]") {
     CHECK(client.providers().empty());
 }
 
-TEST_CASE("an HTTP provider refuses to answer offline", "[client]") {
-    const ullm::OpenAiChatProvider provider({.api_key = "sk-test"});
-    CHECK(error_code_of([&] { (void)provider.respond(ask("gpt-4o"), {}); }) == "not_offline");
-    CHECK(error_code_of([&] { (void)provider.respond_stream(ask("gpt-4o"), {}); }) ==
-          "not_offline");
-}
-
-TEST_CASE("the scripted provider refuses HTTP operations", "[client][scripted]") {
-    const ullm::ScriptedProvider provider;
-    CHECK(error_code_of([&] { (void)provider.encode(ask("scripted/m"), false); }) ==
-          "offline_provider");
+TEST_CASE("the scripted provider decodes only what its own transport answered",
+          "[client][scripted]") {
+    ullm::ScriptedProvider provider;
+    provider.push_text("kept");
+    ullm::HttpResponse foreign;
+    foreign.status = 200;
+    foreign.headers = {{"content-type", "application/json"}};
+    foreign.body = R"({"text":"kept"})";
+    CHECK(error_code_of([&] { (void)provider.decode(foreign, ask("scripted/m")); }) ==
+          "invalid_provider_response");
+    CHECK(provider.remaining() == 1);  // nothing was taken
+    const auto encoded = provider.encode(ask("scripted/m"), false);
+    CHECK(encoded.url == "scripted://scripted");
+    REQUIRE(provider.transport() != nullptr);
+    const auto answer = provider.transport()->send(encoded, {});
+    CHECK(provider.decode(answer, ask("scripted/m")).text == "kept");
+    provider.push_text("streamed");
+    auto decoder = provider.stream_decoder(ask("scripted/m"));
+    std::vector<ullm::StreamEvent> events;
+    CHECK(error_code_of([&] { decoder->feed("x\n", events); }) == "invalid_provider_response");
 }
 
 TEST_CASE("from_env configures OpenAI and Ollama from the environment", "[client]") {
@@ -212,6 +221,97 @@ TEST_CASE("queued errors are thrown by the request that takes them", "[client][s
     const ullm::Client client({.providers = {scripted}});
     CHECK(error_code_of([&] { (void)client.complete(ask("scripted/m")); }) == "rate_limited");
     CHECK(client.complete(ask("scripted/m")).text == "after");
+}
+
+TEST_CASE("a scripted provider given retries retries as a server's client would",
+          "[client][scripted]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>(
+        "scripted", 0ms, ullm::RetryPolicy{.max_attempts = 2, .initial_backoff = 1ms});
+    scripted->push_error(std::make_exception_ptr(ullm::RateLimitError("slow down")));
+    scripted->push_text("after a retry");
+    scripted->push_error(std::make_exception_ptr(
+        ullm::ProviderError(ullm::ErrorCode::provider_overloaded, "busy", 529, true)));
+    scripted->push_text("streamed after a retry");
+    scripted->push_error(std::make_exception_ptr(ullm::AuthenticationError("bad key", 401)));
+    const ullm::Client client({.providers = {scripted}});
+    CHECK(client.complete(ask("scripted/m")).text == "after a retry");
+    CHECK(scripted->requests().size() == 2);  // each attempt took an answer
+
+    std::vector<ullm::StreamEvent::Type> types;
+    auto stream = client.stream(ask("scripted/m"));
+    for (const auto& event : stream) types.push_back(event.type);
+    REQUIRE_FALSE(types.empty());
+    CHECK(types.front() == ullm::StreamEvent::Type::retry);
+    REQUIRE(stream.response().has_value());
+    CHECK(stream.response()->text == "streamed after a retry");
+
+    // What the policy does not retry is the request's error at once.
+    CHECK(error_code_of([&] { (void)client.complete(ask("scripted/m")); }) ==
+          "authentication_failed");
+    CHECK(scripted->remaining() == 0);
+    CHECK(scripted->requests().size() == 5);
+}
+
+TEST_CASE("a scripted provider answers from its responder when the queue is empty",
+          "[client][scripted]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>();
+    scripted->push_text("queued first");
+    scripted->answer_with([](const ullm::ChatRequest& request) {
+        const std::string said = request.messages.back().text();
+        if (said == "fail") throw ullm::AuthenticationError("refused by the rules", 401);
+        ullm::ChatResponse response;
+        response.message = ullm::Message::assistant("you said " + said);
+        response.text = "you said " + said;
+        return ullm::ScriptedTurn{std::move(response)};
+    });
+    const ullm::Client client({.providers = {scripted}});
+    CHECK(client.complete(ask("scripted/m", "one")).text == "queued first");
+    const auto ruled = client.complete(ask("scripted/m", "two"));
+    CHECK(ruled.text == "you said two");
+    CHECK(ruled.model == "m");
+    std::string streamed;
+    auto stream = client.stream(ask("scripted/m", "three words here"));
+    for (const auto& event : stream) {
+        if (const auto* delta = event.text_delta()) streamed += *delta;
+    }
+    CHECK(streamed == "you said three words here");
+    CHECK(error_code_of([&] { (void)client.complete(ask("scripted/m", "fail")); }) ==
+          "authentication_failed");
+    CHECK(scripted->requests().size() == 4);
+    scripted->answer_with(nullptr);
+    CHECK(error_code_of([&] { (void)client.complete(ask("scripted/m")); }) ==
+          "mock_queue_exhausted");
+}
+
+TEST_CASE("a scripted stream decodes the same events however its bytes are split",
+          "[client][scripted]") {
+    ullm::ScriptedProvider provider;
+    ullm::ChatResponse response;
+    response.message = ullm::Message::assistant("one two three");
+    response.text = "one two three";
+    response.model = "m";
+    const auto expected = ullm::ScriptedProvider::events_of(response);
+    const std::string bytes = "42\n" + std::string(expected.size(), '\n');
+    for (std::size_t split = 0; split <= bytes.size(); ++split) {
+        provider.push(response);
+        auto decoder = provider.stream_decoder(ask("scripted/m"));
+        std::vector<ullm::StreamEvent> events;
+        decoder->feed(std::string_view(bytes).substr(0, split), events);
+        decoder->feed(std::string_view(bytes).substr(split), events);
+        decoder->finish(events);
+        INFO("split at " << split);
+        REQUIRE(events.size() == expected.size());
+        for (std::size_t i = 0; i < events.size(); ++i) {
+            CHECK(events[i].type == expected[i].type);
+            CHECK(events[i].delta == expected[i].delta);
+        }
+    }
+    // A body that stops before its last event is truncated.
+    provider.push(response);
+    auto decoder = provider.stream_decoder(ask("scripted/m"));
+    std::vector<ullm::StreamEvent> events;
+    decoder->feed("7\n\n", events);
+    CHECK(error_code_of([&] { decoder->finish(events); }) == "stream_truncated");
 }
 
 TEST_CASE("a scripted stream can be cancelled between events", "[client][scripted]") {

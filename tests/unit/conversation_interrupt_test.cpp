@@ -4,8 +4,8 @@
 #include <ullm/conversation/conversation.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/memory_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -622,13 +622,13 @@ TEST_CASE("max_parallel_tool_calls bounds how many calls of a round run at once"
 
 namespace {
 
-// An offline provider whose answer ignores the stop token: it returns only when released, as a
-// server may answer a request the client has already given up on.
+// A scripted provider whose answer ignores the stop token: its decoding returns only when
+// released, as a server may answer a request the client has already given up on.
 class DeafProvider final : public ullm::Provider {
 public:
     std::shared_ptr<ullm::ScriptedProvider> inner =
         std::make_shared<ullm::ScriptedProvider>("deaf");
-    mutable std::atomic<bool> entered{false};  // set by the const respond()
+    mutable std::atomic<bool> entered{false};  // set by the const decode()
     std::atomic<bool> release{false};
 
     [[nodiscard]] std::string_view name() const noexcept override { return "deaf"; }
@@ -641,22 +641,19 @@ public:
     }
     [[nodiscard]] ullm::ChatResponse decode(const ullm::HttpResponse& response,
                                             const ullm::ChatRequest& request) const override {
+        entered = true;
+        while (!release) std::this_thread::sleep_for(1ms);
         return inner->decode(response, request);
     }
     [[nodiscard]] std::unique_ptr<ullm::StreamDecoder> stream_decoder(
         const ullm::ChatRequest& request) const override {
         return inner->stream_decoder(request);
     }
-    [[nodiscard]] bool offline() const noexcept override { return true; }
-    [[nodiscard]] ullm::ChatResponse respond(const ullm::ChatRequest& request,
-                                             std::stop_token) const override {
-        entered = true;
-        while (!release) std::this_thread::sleep_for(1ms);
-        return inner->respond(request, {});
+    [[nodiscard]] ullm::Transport* transport() const noexcept override {
+        return inner->transport();
     }
-    [[nodiscard]] std::unique_ptr<ullm::EventSource> respond_stream(
-        const ullm::ChatRequest& request, std::stop_token stop) const override {
-        return inner->respond_stream(request, stop);
+    [[nodiscard]] const ullm::RetryPolicy* retry_policy() const noexcept override {
+        return inner->retry_policy();
     }
 };
 

@@ -1,8 +1,8 @@
 #include <ullm/conversation/conversation.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/memory_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include "support/catch.hpp"

@@ -1,7 +1,7 @@
 #include <ullm/conversation/conversation.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include <atomic>

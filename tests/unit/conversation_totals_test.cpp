@@ -5,8 +5,8 @@
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/conversation/snapshot.hpp>
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/memory_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <atomic>
 #include <cmath>
@@ -20,38 +20,20 @@
 
 namespace {
 
-// An offline model that answers every request with "ok" at a fixed usage and cost, counting
-// the requests it receives. Thread-safe.
-class CountingModel final : public ullm::Provider {
-public:
-    [[nodiscard]] std::string_view name() const noexcept override { return "counting"; }
-    [[nodiscard]] ullm::ProviderCapabilities capabilities(std::string_view) const override {
-        return {};
-    }
-    [[nodiscard]] ullm::HttpRequest encode(const ullm::ChatRequest&, bool) const override {
-        throw ullm::Error(ullm::ErrorCode::offline_provider, "offline");
-    }
-    [[nodiscard]] ullm::ChatResponse decode(const ullm::HttpResponse&,
-                                            const ullm::ChatRequest&) const override {
-        throw ullm::Error(ullm::ErrorCode::offline_provider, "offline");
-    }
-    [[nodiscard]] std::unique_ptr<ullm::StreamDecoder> stream_decoder(
-        const ullm::ChatRequest&) const override {
-        throw ullm::Error(ullm::ErrorCode::offline_provider, "offline");
-    }
-    [[nodiscard]] bool offline() const noexcept override { return true; }
-    [[nodiscard]] ullm::ChatResponse respond(const ullm::ChatRequest&,
-                                             std::stop_token) const override {
+// A scripted model that answers every request with "ok" at a fixed usage and cost, counting
+// the requests it receives.
+std::shared_ptr<ullm::ScriptedProvider> counting_model(std::atomic<int>& requests) {
+    auto model = std::make_shared<ullm::ScriptedProvider>("counting");
+    model->answer_with([&requests](const ullm::ChatRequest&) {
         ++requests;
         ullm::ChatResponse response;
         response.message = ullm::Message::assistant("ok");
         response.text = "ok";
         response.usage = {10, 5, 0, 0, 0, 0.001};
-        return response;
-    }
-
-    mutable std::atomic<int> requests{0};
-};
+        return ullm::ScriptedTurn{std::move(response)};
+    });
+    return model;
+}
 
 }  // namespace
 
@@ -75,7 +57,8 @@ TEST_CASE("a streamed round cancelled after its request went out counts as a rou
 
 TEST_CASE("racing writers of one session id lose no spend and no committed message",
           "[conversation][totals][session_store]") {
-    auto model = std::make_shared<CountingModel>();
+    std::atomic<int> requests{0};
+    const auto model = counting_model(requests);
     auto store = std::make_shared<ullm::MemorySessionStore>();
     constexpr int writers = 8;
     constexpr int turns_each = 25;
@@ -110,7 +93,7 @@ TEST_CASE("racing writers of one session id lose no spend and no committed messa
     // Every committed turn is in the history, and every request made is in the totals, the
     // ones of turns that lost a race included.
     CHECK(snapshot.messages.size() == std::size_t{2} * writers * turns_each);
-    CHECK(snapshot.totals.rounds == model->requests);
-    CHECK(snapshot.totals.input_tokens == 10 * model->requests);
-    CHECK(std::abs(snapshot.totals.cost_usd - 0.001 * model->requests) < 1e-9);
+    CHECK(snapshot.totals.rounds == requests);
+    CHECK(snapshot.totals.input_tokens == 10 * requests);
+    CHECK(std::abs(snapshot.totals.cost_usd - 0.001 * requests) < 1e-9);
 }

@@ -4,8 +4,8 @@
 #include <ullm/dialog/dialog.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/memory_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/schema.hpp>
 
 #include <atomic>

@@ -1,7 +1,7 @@
 #include <ullm/dialog/generate_object.hpp>
 
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 #include <ullm/tools/reflect.hpp>
 #include <ullm/tools/schema.hpp>
 

@@ -8,7 +8,7 @@
 #include <ullm/providers/anthropic.hpp>
 #include <ullm/providers/openai_chat.hpp>
 #include <ullm/providers/openai_responses.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <atomic>
 #include <string>

@@ -1,7 +1,7 @@
 #include <ullm/client/client.hpp>
 #include <ullm/core/error.hpp>
 #include <ullm/providers/price_table.hpp>
-#include <ullm/providers/scripted_provider.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <limits>
 

@@ -3,10 +3,10 @@
 #include <ullm/client/client.hpp>
 #include <ullm/conversation/conversation.hpp>
 #include <ullm/core/error.hpp>
-#include <ullm/providers/scripted_provider.hpp>
 #include <ullm/store/file_session_store.hpp>
 #include <ullm/store/memory_session_store.hpp>
 #include <ullm/store/sqlite_session_store.hpp>
+#include <ullm/testing/scripted_provider.hpp>
 
 #include <sqlite3.h>
 

@@ -236,8 +236,7 @@ private:
 /// Something the provider, model or library cannot do: an option the provider does not support
 /// (`unsupported_option`), a model no provider serves (`unknown_model_route`) or whose provider
 /// has no credentials (`provider_not_configured`), a model without a price where one is needed
-/// (`unknown_model_pricing`), an HTTP operation of an offline provider or the reverse
-/// (`offline_provider`, `not_offline`). Status 400, not retryable.
+/// (`unknown_model_pricing`). Status 400, not retryable.
 class ProviderCapabilityError : public Error {
 public:
     ProviderCapabilityError(ErrorCode code, const std::string& message)

@@ -49,8 +49,6 @@
     X(unsupported_option)                             \
     X(unknown_model_route)                            \
     X(provider_not_configured)                        \
-    X(offline_provider)                               \
-    X(not_offline)                                    \
     X(unknown_model_pricing)                          \
     X(mock_queue_exhausted)                           \
     /* invalid options and values */                  \

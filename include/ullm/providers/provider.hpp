@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace ullm {
+
+class Transport;
+struct RetryPolicy;
 
 /// The JSON Schema a provider takes for structured output (`ChatRequest::response_format`).
 enum class ResponseSchemaRules {
@@ -121,22 +123,13 @@ public:
         const ChatRequest& request, const StreamPosition& from) const = 0;
 };
 
-/// Canonical stream events produced without HTTP (by an offline provider). One per stream;
-/// not thread-safe.
-class EventSource {
-public:
-    virtual ~EventSource() = default;
-    /// Waits for the next event; false once the stream has ended. Throws what the stream
-    /// fails with (`CancelledError` once `stop` is requested).
-    virtual bool next(StreamEvent& event) = 0;
-};
-
-/// An adapter for one provider API. Implementations are immutable after construction and
-/// thread-safe.
+/// An adapter for one provider API. Implementations are thread-safe, and their codec does not
+/// change after construction (the scripted provider's queue of answers is not its codec).
 ///
-/// HTTP providers implement `encode`, `decode` and `stream_decoder`; the `Client` sends what
-/// they encode through its transport, with retries. An offline provider (the scripted one)
-/// returns true from `offline()` and answers through `respond` and `respond_stream` instead.
+/// A provider is a codec: `encode` makes the HTTP request, `decode` and `stream_decoder` read
+/// the answer. The `Client` sends what it encodes through a transport, with retries: the
+/// client's, unless the provider brings its own (`transport()`, `retry_policy()`), as the
+/// scripted provider does to answer in-process.
 class Provider {
 public:
     virtual ~Provider() = default;
@@ -164,9 +157,6 @@ public:
     [[nodiscard]] virtual std::unique_ptr<StreamDecoder> stream_decoder(
         const ChatRequest& request) const = 0;
 
-    /// Whether this provider answers without HTTP.
-    [[nodiscard]] virtual bool offline() const noexcept { return false; }
-
     /// The codec of background responses (polling, cancelling and resuming streams), owned by
     /// the provider; null (the default) when the provider cannot run responses in the
     /// background.
@@ -176,15 +166,14 @@ public:
     /// default) when the provider has no embeddings API.
     [[nodiscard]] virtual const EmbeddingCodec* embeddings() const noexcept { return nullptr; }
 
-    /// An offline provider's answer to `request`. HTTP providers throw
-    /// `ProviderCapabilityError` (`not_offline`).
-    [[nodiscard]] virtual ChatResponse respond(const ChatRequest& request,
-                                               std::stop_token stop) const;
+    /// A transport of the provider's own, owned by it, that its requests take instead of the
+    /// client's (an in-process answerer, as the scripted provider's); null (the default) for
+    /// the client's.
+    [[nodiscard]] virtual Transport* transport() const noexcept { return nullptr; }
 
-    /// An offline provider's streamed answer to `request`. HTTP providers throw
-    /// `ProviderCapabilityError` (`not_offline`).
-    [[nodiscard]] virtual std::unique_ptr<EventSource> respond_stream(const ChatRequest& request,
-                                                                      std::stop_token stop) const;
+    /// The retry policy of this provider's requests, owned by it, instead of the client's; null
+    /// (the default) for the client's.
+    [[nodiscard]] virtual const RetryPolicy* retry_policy() const noexcept { return nullptr; }
 };
 
 /// What `Client` checks of every request before it is encoded, once: the options
