@@ -210,7 +210,7 @@ void Conversation::append(std::vector<Message> messages) {
                                       "leaves its tool calls unanswered; append their results "
                                       "too");
         }
-        state_->commit(std::move(history), totals);
+        state_->commit(std::move(history), totals, first);
     });
 }
 
@@ -233,7 +233,7 @@ void Conversation::clear() {
             std::lock_guard lock(state_->mutex);
             totals = state_->totals;
         }
-        state_->commit({}, totals);
+        state_->commit({}, totals, 0);
     });
 }
 

@@ -19,17 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "snapshot_checks.hpp"
 #include "turn_hooks.hpp"
 
 namespace ullm {
-
-namespace detail {
-
-/// Snapshot JSON text as a session store holds it, parsed with the checks `parse_snapshot_text`
-/// makes before it reads the snapshot: its size, a NUL byte, its depth and syntax.
-[[nodiscard]] json parse_stored_json(std::string_view text, const SnapshotLimits& limits = {});
-
-}  // namespace detail
 
 struct Conversation::State {
     Client client;
@@ -56,9 +49,10 @@ struct Conversation::State {
 
     // Writes history and totals to the store (when there is one) as the next version; the
     // caller holds the turn slot or runs exclusively, so no other writer of this conversation
-    // runs. Returns the version now stored.
+    // runs. The first `checked` messages were checked before (they were written or read), so
+    // only those after them are. Returns the version now stored.
     std::uint64_t persist(const std::vector<Message>& messages, const ConversationTotals& sums,
-                          std::chrono::system_clock::time_point now) {
+                          std::chrono::system_clock::time_point now, std::size_t checked) {
         std::uint64_t expected = 0;
         std::chrono::system_clock::time_point created;
         {
@@ -73,7 +67,7 @@ struct Conversation::State {
                                             .totals = sums,
                                             .created_at = created,
                                             .updated_at = now};
-        const std::string text = encode(snapshot);
+        const std::string text = encode(snapshot, checked);
         std::uint64_t stored = 0;
         try {
             stored = store->put(options.tenant, options.session_id, text, expected);
@@ -112,7 +106,7 @@ struct Conversation::State {
                     sums = totals;
                 }
                 const auto now = write_time();
-                const std::uint64_t stored = persist(messages, sums, now);
+                const std::uint64_t stored = persist(messages, sums, now, messages.size());
                 std::lock_guard lock(mutex);
                 version = stored;
                 updated_at = now;
@@ -129,10 +123,12 @@ struct Conversation::State {
     }
 
     // Persists `messages` and `sums` as the next version and makes them the conversation's
-    // state. The caller holds the turn slot or runs exclusively.
-    void commit(std::vector<Message> messages, const ConversationTotals& sums) {
+    // state. The caller holds the turn slot or runs exclusively; the first `checked` messages
+    // are the conversation's history as it was (checked when they were written or read).
+    void commit(std::vector<Message> messages, const ConversationTotals& sums,
+                std::size_t checked) {
         const auto now = write_time();
-        const std::uint64_t stored = persist(messages, sums, now);
+        const std::uint64_t stored = persist(messages, sums, now, checked);
         std::lock_guard lock(mutex);
         history = std::move(messages);
         totals = sums;
@@ -173,9 +169,11 @@ struct Conversation::State {
     }
 
     // The stored text of `snapshot`, with the owner's state when there are hooks. Checked as a
-    // restore checks it: what a restore would refuse (a `__proto__` key in a tool result, a
+    // restore checks it, except for its first `checked` messages, which were checked when they
+    // were written or read: what a restore would refuse (a `__proto__` key in a tool result, a
     // snapshot over the size limit) is never stored, and fails the write with its path.
-    [[nodiscard]] std::string encode(const ConversationSnapshot& snapshot) const {
+    [[nodiscard]] std::string encode(const ConversationSnapshot& snapshot,
+                                     std::size_t checked) const {
         json value = snapshot_to_json(snapshot);
         if (hooks) value = hooks->stored_form(std::move(value));
         std::string text;
@@ -185,7 +183,18 @@ struct Conversation::State {
             throw InvalidConversationSnapshotError(hooks ? "" : "/messages",
                                                    "holds a string that is not valid UTF-8");
         }
-        (void)decode(text);
+        if (!hooks) {
+            detail::check_snapshot_write(value, snapshot.messages, checked, text.size());
+            return text;
+        }
+        const detail::TurnHooks::Restored restored = hooks->restore(value);
+        try {
+            detail::check_snapshot_write(*restored.snapshot, snapshot.messages, checked,
+                                         text.size());
+        } catch (const InvalidConversationSnapshotError& error) {
+            throw InvalidConversationSnapshotError(restored.snapshot_at + error.path(),
+                                                   error.constraint());
+        }
         return text;
     }
 
@@ -194,9 +203,10 @@ struct Conversation::State {
     [[nodiscard]] std::pair<ConversationSnapshot, std::function<void()>> decode(
         std::string_view text) const {
         if (!hooks) return {parse_snapshot_text(text), nullptr};
-        detail::TurnHooks::Restored restored = hooks->restore(detail::parse_stored_json(text));
+        const json stored = detail::parse_stored_json(text);
+        detail::TurnHooks::Restored restored = hooks->restore(stored);
         try {
-            return {parse_snapshot(restored.snapshot), std::move(restored.apply)};
+            return {parse_snapshot(*restored.snapshot), std::move(restored.apply)};
         } catch (const InvalidConversationSnapshotError& error) {
             throw InvalidConversationSnapshotError(restored.snapshot_at + error.path(),
                                                    error.constraint());

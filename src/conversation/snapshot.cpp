@@ -4,6 +4,8 @@
 #include <ullm/detail/json_checks.hpp>
 #include <ullm/store/session_store.hpp>
 
+#include "snapshot_checks.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -247,39 +249,55 @@ ConversationTotals parse_totals(const json& root) {
 
 // --- Messages ----------------------------------------------------------------------------------
 
-std::vector<Message> parse_history(const json& root, const SnapshotLimits& limits) {
+// The stored messages, an array within `limits.max_messages`.
+const json& stored_messages(const json& root, const SnapshotLimits& limits) {
     const json& messages = required(root, "messages", "/messages");
     if (!messages.is_array()) fail("/messages", "must be an array");
     if (messages.size() > limits.max_messages) {
         fail("/messages", "holds " + std::to_string(messages.size()) + " messages; at most " +
                               std::to_string(limits.max_messages) + " are allowed");
     }
+    return messages;
+}
+
+// Stored message `index`, `element`.
+Message parse_stored_message(const json& element, std::size_t index, const SnapshotLimits& limits) {
+    const std::string path = pointer_append("/messages", index);
+    Message message;
+    try {
+        message = parse_message(element, path);
+    } catch (const InvalidMessageError& error) {
+        fail(error.path(), error.constraint());
+    }
+    if (message.role == Role::system) {
+        fail(path + "/role",
+             "must not be system: the system prompt is not part of the stored history");
+    }
+    if (const auto replay = element.find("replay"); replay != element.end()) {
+        const std::size_t size = replay->dump().size();
+        if (size > limits.max_replay_bytes) {
+            fail(path + "/replay", "is " + std::to_string(size) + " bytes; at most " +
+                                       std::to_string(limits.max_replay_bytes) + " are allowed");
+        }
+    }
+    return message;
+}
+
+// Every call answered in order, every result answering a call, across the whole history.
+void check_stored_sequence(const std::vector<Message>& messages) {
+    if (const auto violation = detail::check_tool_sequence(messages)) {
+        fail(pointer_append("/messages", violation->message) + violation->pointer, violation->rule);
+    }
+}
+
+std::vector<Message> parse_history(const json& root, const SnapshotLimits& limits) {
+    const json& messages = stored_messages(root, limits);
     std::vector<Message> out;
     out.reserve(messages.size());
     for (std::size_t index = 0; index < messages.size(); ++index) {
-        const json& element = messages[index];
-        const std::string path = pointer_append("/messages", index);
-        try {
-            out.push_back(parse_message(element, path));
-        } catch (const InvalidMessageError& error) {
-            fail(error.path(), error.constraint());
-        }
-        if (out.back().role == Role::system) {
-            fail(path + "/role",
-                 "must not be system: the system prompt is not part of the stored history");
-        }
-        if (const auto replay = element.find("replay"); replay != element.end()) {
-            const std::size_t size = replay->dump().size();
-            if (size > limits.max_replay_bytes) {
-                fail(path + "/replay", "is " + std::to_string(size) + " bytes; at most " +
-                                           std::to_string(limits.max_replay_bytes) +
-                                           " are allowed");
-            }
-        }
+        out.push_back(parse_stored_message(messages[index], index, limits));
     }
-    if (const auto violation = detail::check_tool_sequence(out)) {
-        fail(pointer_append("/messages", violation->message) + violation->pointer, violation->rule);
-    }
+    check_stored_sequence(out);
     return out;
 }
 
@@ -497,6 +515,43 @@ json parse_stored_json(std::string_view text, const SnapshotLimits& limits) {
 }
 
 }  // namespace detail
+
+void detail::check_snapshot_write(const json& value, const std::vector<Message>& messages,
+                                  std::size_t checked, std::size_t bytes,
+                                  const SnapshotLimits& limits) {
+    if (bytes > limits.max_bytes) {
+        fail("", "is " + std::to_string(bytes) + " bytes; at most " +
+                     std::to_string(limits.max_bytes) + " are allowed");
+    }
+    const json& stored = stored_messages(value, limits);
+    if (stored.size() != messages.size() || checked > messages.size()) {
+        fail("/messages", "does not hold the messages being written");
+    }
+    // In the order a load checks them: the JSON rules of the whole document (messages before
+    // totals), then the fields, then each message.
+    for (std::size_t index = checked; index < stored.size(); ++index) {
+        if (auto violation =
+                detail::check_json_rules(stored[index], pointer_append("/messages", index), {}, 2);
+            !violation.constraint.empty()) {
+            fail(std::move(violation.path), std::move(violation.constraint));
+        }
+    }
+    if (auto violation = detail::check_json_rules(value.at("totals"), "/totals", {}, 1);
+        !violation.constraint.empty()) {
+        fail(std::move(violation.path), std::move(violation.constraint));
+    }
+    const std::string session_id = parse_key(value, "session_id");
+    check_keys(parse_key(value, "tenant"), session_id);
+    const auto created_at = parse_timestamp(value, "created_at");
+    if (created_at > parse_timestamp(value, "updated_at")) {
+        fail("/created_at", "is later than updated_at");
+    }
+    (void)parse_totals(value);
+    for (std::size_t index = checked; index < stored.size(); ++index) {
+        (void)parse_stored_message(stored[index], index, limits);
+    }
+    check_stored_sequence(messages);
+}
 
 ConversationSnapshot parse_snapshot_text(std::string_view text, const SnapshotLimits& limits) {
     return parse_snapshot(detail::parse_stored_json(text, limits), limits);

@@ -53,7 +53,9 @@ public:
 
     /// What `restore` found in a stored value.
     struct Restored {
-        json snapshot;            ///< The conversation's snapshot, not yet checked.
+        /// The conversation's snapshot, not yet checked: a part of the stored value, valid as
+        /// long as that value is.
+        const json* snapshot = nullptr;
         std::string snapshot_at;  ///< Its JSON pointer in the stored value, for errors.
         /// Applies the owner's state; called once the whole value passed every check.
         std::function<void()> apply;

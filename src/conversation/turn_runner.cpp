@@ -705,7 +705,7 @@ private:
             totals = state_->totals;
         }
         totals += turn_totals_;
-        state_->commit(std::move(history), totals);
+        state_->commit(std::move(history), totals, base_history_.size());
         totals_committed_ = true;
     }
 

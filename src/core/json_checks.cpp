@@ -125,13 +125,13 @@ bool is_prototype_sensitive_key(std::string_view key) noexcept {
 }
 
 JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
-                                     const JsonRules& rules) {
+                                     const JsonRules& rules, std::size_t depth) {
     struct Item {
         const json* value;
         std::string path;
         std::size_t depth;
     };
-    std::vector<Item> pending{{&value, path, 0}};
+    std::vector<Item> pending{{&value, path, depth}};
     while (!pending.empty()) {
         Item item = std::move(pending.back());
         pending.pop_back();

@@ -301,7 +301,7 @@ struct Dialog::State : std::enable_shared_from_this<Dialog::State> {
 
         Restored restore(const json& stored) override {
             detail::DialogInstanceRecord record = detail::parse_instance_part(stored);
-            return {stored.at("conversation"), "/conversation",
+            return {&stored.at("conversation"), "/conversation",
                     [instance = instance_, record = std::move(record)]() mutable {
                         if (const auto owner = instance.lock()) {
                             apply_record(*owner, std::move(record));

@@ -108,7 +108,7 @@ DialogInstanceRecord parse_instance_part(const json& value) {
     }
     record.turn_id = value["turn_id"].get<std::uint64_t>();
     if (value.contains("result")) {
-        if (const auto violation = check_json_rules(value["result"], "/result");
+        if (const auto violation = check_json_rules(value["result"], "/result", {}, 1);
             !violation.constraint.empty()) {
             refuse(violation.path, violation.constraint);
         }

@@ -114,6 +114,11 @@ int main(int argc, char** argv) {
         for (int i = 0; i < restores; ++i) bytes += long_conversation.serialise().dump().size();
         fmt::print("serialise of the same conversation to JSON text: {:.0f} us ({} bytes)\n",
                    micros_since(start, restores), bytes / static_cast<std::size_t>(restores));
+        for (int i = 0; i < restores; ++i) provider->push_text("Short answer.");
+        start = Clock::now();
+        for (int i = 0; i < restores; ++i) (void)long_conversation.send("One more question.");
+        fmt::print("turn on it, persisted to the memory store ({} messages): {:.0f} us\n",
+                   long_conversation.history().size(), micros_since(start, restores));
 
         // The same restore through SQLite, and a turn's guarded write of it.
         const auto path = std::filesystem::temp_directory_path() /

@@ -24,7 +24,7 @@ public:
     std::string round_context() override { return {}; }
     std::optional<Message> interrupted(const InterruptedTurn&) override { return std::nullopt; }
     json stored_form(json snapshot) override { return snapshot; }
-    Restored restore(const json& stored) override { return {stored, "", nullptr}; }
+    Restored restore(const json& stored) override { return {&stored, "", nullptr}; }
     void session_gone() override {}
 
 private:

@@ -201,3 +201,43 @@ TEST_CASE("replay state survives a restore and reaches the same model", "[conver
     CHECK(sent[1].replay->data["signature"] == "sig-9");
     CHECK_FALSE(restored.history()[1].replay);
 }
+
+TEST_CASE("a turn whose messages a load would refuse is not written, and the session stays",
+          "[conversation][store]") {
+    Stored s;
+    auto conversation = s.client.conversation({.session_id = "kept", .tools = {echo_tool()}});
+    s.provider->push_text("hi");
+    (void)conversation.send("hello");
+    const auto before = s.store->get("", "kept");
+    REQUIRE(before.has_value());
+
+    // Arguments nested 252 levels pass every check of a tool call, but inside the stored
+    // snapshot (under messages, the message, its parts and the part) they nest deeper than a
+    // load accepts: the write is refused, with the path a load would name.
+    json deep = json::object();
+    for (int level = 1; level < 252; ++level) deep = json{{"a", std::move(deep)}};
+    s.provider->push_tool_call("echo", deep);
+    s.provider->push_text("done");
+    try {
+        (void)conversation.send("go deep");
+        FAIL("the turn was written");
+    } catch (const ullm::InvalidConversationSnapshotError& error) {
+        CHECK(error.path().rfind("/messages/3/parts/0/arguments/a/a", 0) == 0);
+        CHECK(error.constraint() == "nests deeper than 256 levels");
+    }
+    CHECK(conversation.history().size() == 2);
+    const auto after = s.store->get("", "kept");
+    REQUIRE(after.has_value());
+    CHECK(ullm::parse_snapshot_text(after->snapshot).messages.size() == 2);  // only the spend
+
+    // One level less is written, and loads.
+    json shallower = json::object();
+    for (int level = 1; level < 251; ++level) shallower = json{{"a", std::move(shallower)}};
+    s.provider->push_tool_call("echo", shallower);
+    s.provider->push_text("done");
+    (void)conversation.send("not as deep");
+    const auto written = s.store->get("", "kept");
+    REQUIRE(written.has_value());
+    CHECK(ullm::parse_snapshot_text(written->snapshot).messages.size() == 6);
+    CHECK(s.client.conversation({.session_id = "kept"}).history().size() == 6);
+}

@@ -78,7 +78,9 @@ struct JsonRules {
 /// document order as a JSON pointer below `path` (the root itself is `path` unchanged, "" when
 /// `path` is ""). A key that is not valid UTF-8 is reported at its object's path, so that the
 /// path itself is always valid UTF-8. Iterative.
+/// `depth` is how deep `value` itself lies in the document it belongs to.
 [[nodiscard]] JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
-                                                   const JsonRules& rules = {});
+                                                   const JsonRules& rules = {},
+                                                   std::size_t depth = 0);
 
 }  // namespace ullm::detail
