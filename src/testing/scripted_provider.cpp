@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <charconv>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <optional>
 
@@ -113,7 +112,7 @@ std::vector<StreamEvent> ended(std::vector<StreamEvent> events, const std::strin
         events.erase(done + 1, events.end());
         return events;
     }
-    if (done != events.end()) done = events.erase(done, events.end());
+    events.erase(done, events.end());  // a `done` without its response, if any
     detail::ResponseBuilder builder;
     for (const auto& event : events) {
         if (event.type == StreamEvent::Type::text_delta) builder.add_text(event.delta);
