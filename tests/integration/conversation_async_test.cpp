@@ -243,9 +243,16 @@ TEST_CASE("async and blocking turns share one FIFO", "[conversation][async][inte
 
     std::vector<std::future<ullm::ConversationReply>> futures;
     futures.push_back(conversation.send_async("A"));
-    std::thread blocking([&] { (void)conversation.send("B"); });
-    // B queues behind A (A holds the slot for its two rounds); C and D queue behind B.
-    std::this_thread::sleep_for(20ms);
+    std::atomic<bool> sending{false};
+    std::thread blocking([&] {
+        sending = true;
+        (void)conversation.send("B");
+    });
+    // B queues behind A (A holds the slot for its two rounds); C and D queue behind B. B's
+    // thread gets time to queue once it runs (a loaded machine may start it late); whether A
+    // has finished by then does not matter.
+    while (!sending) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(200ms);
     futures.push_back(conversation.send_async("C"));
     futures.push_back(conversation.send_async("D"));
     for (auto& future : futures) REQUIRE(future.wait_for(20s) == std::future_status::ready);

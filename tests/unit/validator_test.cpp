@@ -987,3 +987,27 @@ TEST_CASE("pathological schemas hit the evaluation budget instead of hanging",
     CHECK(failure.failed);
     CHECK(failure.message.find("too expensive") != std::string::npos);
 }
+
+TEST_CASE("uniqueItems compares items by their JSON value", "[validator][arguments]") {
+    const json unique = {{"type", "array"}, {"uniqueItems", true}};
+    const auto duplicated = [&](const json& items) { return check_x(unique, items).failed; };
+    CHECK(duplicated(json::parse("[1, 1.0]")));
+    CHECK(duplicated(json::parse("[0, -0.0]")));
+    CHECK(duplicated(json::parse("[1.5, 2, 1.5]")));
+    CHECK(duplicated(json::parse(R"([{"a": 1, "b": [2]}, {"b": [2.0], "a": 1}])")));
+    CHECK(duplicated(json::parse("[9223372036854775808, 9223372036854775808.0]")));
+    CHECK(duplicated(json::parse("[-9223372036854775808, -9223372036854775808.0]")));
+    CHECK(duplicated(json::parse(R"(["a", "b", "a"])")));
+    CHECK(duplicated(json::parse("[null, null]")));
+    CHECK_FALSE(duplicated(json::parse(R"([0, false, null, "0", [0], {"0": 0}])")));
+    CHECK_FALSE(duplicated(json::parse("[1, 1.5, 2, 1e300, 1e-300]")));
+    CHECK_FALSE(duplicated(json::parse(R"([{"a": 1}, {"a": 1, "b": 1}, [1, 2], [2, 1]])")));
+    CHECK_FALSE(duplicated(json::parse(R"(["a\"b", "a", "b"])")));
+    const auto failure = check_x(unique, json::parse(R"([3, "x", 3.0])"));
+    CHECK(failure.message.find("items 0 and 2 are equal") != std::string::npos);
+    json many = json::array();
+    for (int i = 0; i < 20000; ++i) many.push_back(i);
+    CHECK_FALSE(duplicated(many));
+    many.push_back(19999.0);
+    CHECK(duplicated(many));
+}
