@@ -68,9 +68,11 @@ struct UsageReport {
 struct ClientOptions {
     /// The model used when a request names none, e.g. "gpt-4o" or "ollama/llama3.2".
     std::string default_model;
-    /// The transport every request and stream shares; a `CurlTransport` when null.
+    /// The transport every request and stream shares; a `CurlTransport` when null. A provider
+    /// that brings its own (`Provider::transport()`, as the scripted provider does) uses that.
     std::shared_ptr<Transport> transport;
-    /// Retries of failed requests (attempts, backoff, `Retry-After`).
+    /// Retries of failed requests (attempts, backoff, `Retry-After`), unless the provider has a
+    /// policy of its own (`Provider::retry_policy()`).
     RetryPolicy retry;
     /// Providers to register (by their `name()`); `from_env` adds those it can configure.
     std::vector<std::shared_ptr<const Provider>> providers;
