@@ -143,8 +143,11 @@ std::vector<std::string> word_pieces(const std::string& text) {
 // line is the next event; `done` waits for the end of the body.
 class ScriptedDecoder final : public StreamDecoder {
 public:
-    ScriptedDecoder(ScriptedTurn turn, std::shared_ptr<detail::ScriptPacing> pacing)
-        : turn_(std::move(turn)), pacing_(std::move(pacing)) {}
+    ScriptedDecoder(std::vector<StreamEvent> events, std::exception_ptr error,
+                    std::shared_ptr<detail::ScriptPacing> pacing)
+        : pacing_(std::move(pacing)), events_(std::move(events)) {
+        error_ = std::move(error);  // assigned: clang-tidy takes a constructed one for a lost throw
+    }
 
     void feed(std::string_view bytes, std::vector<StreamEvent>& out) override {
         for (const char c : bytes) {
@@ -178,10 +181,7 @@ public:
 private:
     // The answer begins: an error is thrown, the events are counted for the transport.
     void start() {
-        if (auto* error = std::get_if<std::exception_ptr>(&turn_.answer)) {
-            std::rethrow_exception(*error);
-        }
-        events_ = std::move(std::get<std::vector<StreamEvent>>(turn_.answer));
+        if (error_) std::rethrow_exception(error_);
         pacing_->set_lines(*ticket_, events_.size());
     }
 
@@ -202,7 +202,7 @@ private:
                             false);
     }
 
-    ScriptedTurn turn_;
+    std::exception_ptr error_;
     std::shared_ptr<detail::ScriptPacing> pacing_;
     std::string ticket_line_;
     std::optional<std::uint64_t> ticket_;
@@ -293,12 +293,17 @@ ChatResponse ScriptedProvider::decode(const HttpResponse& response,
 
 std::unique_ptr<StreamDecoder> ScriptedProvider::stream_decoder(const ChatRequest& request) const {
     ScriptedTurn turn = queue_->take(request, name_);
+    std::vector<StreamEvent> events;
+    std::exception_ptr error;
     if (auto* response = std::get_if<ChatResponse>(&turn.answer)) {
-        turn.answer = events_of(with_model(std::move(*response), request));
-    } else if (auto* events = std::get_if<std::vector<StreamEvent>>(&turn.answer)) {
-        turn.answer = ended(std::move(*events), name_);
+        events = events_of(with_model(std::move(*response), request));
+    } else if (auto* queued = std::get_if<std::vector<StreamEvent>>(&turn.answer)) {
+        events = ended(std::move(*queued), name_);
+    } else {
+        error = std::get<std::exception_ptr>(turn.answer);
     }
-    return std::make_unique<ScriptedDecoder>(std::move(turn), transport_->pacing());
+    return std::make_unique<ScriptedDecoder>(std::move(events), std::move(error),
+                                             transport_->pacing());
 }
 
 Transport* ScriptedProvider::transport() const noexcept {
