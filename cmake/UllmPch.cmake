@@ -58,3 +58,16 @@ function(ullm_target_unity target root)
     endif()
   endforeach()
 endfunction()
+
+# A test suite as one unit: the Catch2 and nlohmann templates every test file instantiates are
+# compiled once rather than once per file (the unit suite takes a sixth of the CPU time of a
+# unit per file). Each test file wraps its contents in a namespace named after the file, so
+# that the helpers of two files never meet.
+function(ullm_target_unity_suite target)
+  if(NOT ULLM_UNITY_BUILD)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE BATCH
+                                             UNITY_BUILD_BATCH_SIZE 0)
+  target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
+endfunction()

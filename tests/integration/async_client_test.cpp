@@ -25,6 +25,8 @@
 #include "support/queue_executor.hpp"
 #include "support/test_server.hpp"
 
+namespace async_client_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::chat_completion_reply;
@@ -946,3 +948,5 @@ TEST_CASE("a coroutine that leaves a stream early lets go of the stream and its 
     CHECK(threads_named("ullm-io") <= loops_before);
     CHECK(server.wait_for_client_aborts(1, 10s));
 }
+
+}  // namespace async_client_test

@@ -20,6 +20,8 @@
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
+namespace background_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::error_code_of;
@@ -694,3 +696,5 @@ TEST_CASE("a background stream lost before its response id is not sent again",
     CHECK(out.retries.size() == 1);
     CHECK(refusing.request_count() == 2);
 }
+
+}  // namespace background_test

@@ -5,6 +5,8 @@
 #include "support/catch.hpp"
 #include "support/test_server.hpp"
 
+namespace client_anthropic_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::ScriptedResponse;
@@ -196,3 +198,5 @@ TEST_CASE("Anthropic: 429 with Retry-After then success, non-streaming",
     REQUIRE(response.usage.cost_usd.has_value());
     CHECK(server.request_count() == 2);
 }
+
+}  // namespace client_anthropic_test

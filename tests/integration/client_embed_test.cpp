@@ -13,6 +13,8 @@
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
+namespace client_embed_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::error_code_of;
@@ -412,3 +414,5 @@ TEST_CASE("Ollama's native /api/embed, chosen by an option of the compatible pro
                                             {"dimensions", 3}});
     CHECK_FALSE(sent[0].has_header("authorization"));
 }
+
+}  // namespace client_embed_test

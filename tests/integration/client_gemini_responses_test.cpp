@@ -6,6 +6,8 @@
 #include "support/catch.hpp"
 #include "support/test_server.hpp"
 
+namespace client_gemini_responses_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::ScriptedResponse;
@@ -177,3 +179,5 @@ TEST_CASE("Responses: reasoning items are replayed in order with their encrypted
                            {"call_id", "call_1"},
                            {"output", "{\"forecast\":\"Sunny\"}"}});
 }
+
+}  // namespace client_gemini_responses_test

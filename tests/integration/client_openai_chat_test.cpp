@@ -9,6 +9,8 @@
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
+namespace client_openai_chat_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::ScriptedResponse;
@@ -189,3 +191,5 @@ TEST_CASE("cancelling a retry wait ends the request promptly", "[client][integra
     REQUIRE(pending.wait_for(2s) == std::future_status::ready);
     CHECK_THROWS_AS(pending.get(), ullm::CancelledError);
 }
+
+}  // namespace client_openai_chat_test

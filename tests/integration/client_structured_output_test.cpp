@@ -19,6 +19,8 @@
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
+namespace client_structured_output_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::chat_completion_body;
@@ -859,3 +861,5 @@ TEST_CASE(
     CHECK(server.request_count() == sent);
     CHECK_FALSE(stream.result());
 }
+
+}  // namespace client_structured_output_test

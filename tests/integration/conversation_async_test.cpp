@@ -26,6 +26,8 @@
 #include "support/queue_executor.hpp"
 #include "support/test_server.hpp"
 
+namespace conversation_async_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::chat_completion_body;
@@ -529,3 +531,5 @@ TEST_CASE("co_send is awaited in a coroutine, turn after turn",
           std::vector<std::string>{"Sunny in Lima.", "Sunny in Quito.", "invalid_max_tokens"});
     CHECK(conversation.history().size() == 8);
 }
+
+}  // namespace conversation_async_test

@@ -16,6 +16,8 @@
 #include "support/catch.hpp"
 #include "support/test_server.hpp"
 
+namespace conversation_e2e_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::ScriptedResponse;
@@ -363,3 +365,5 @@ TEST_CASE("conversation end to end: Gemini streamed replays the signature and ne
     CHECK(conversation.history(true)[1].replay.has_value());
     CHECK_FALSE(conversation.history()[1].replay.has_value());
 }
+
+}  // namespace conversation_e2e_test

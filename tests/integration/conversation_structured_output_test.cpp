@@ -18,6 +18,8 @@
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
+namespace conversation_structured_output_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::chat_completion_body;
@@ -293,3 +295,5 @@ TEST_CASE("send_object: the json-schema form returns the validated value",
     CHECK(*result.object == json{{"answer", 42}});
     CHECK(result.get() == json{{"answer", 42}});
 }
+
+}  // namespace conversation_structured_output_test

@@ -15,6 +15,8 @@
 #include "support/catch.hpp"
 #include "support/test_server.hpp"
 
+namespace curl_transport_test {
+
 using namespace std::chrono_literals;
 using ullm::test::ScriptedResponse;
 using ullm::test::TestServer;
@@ -540,3 +542,5 @@ TEST_CASE("blocking streams on many threads each read their own bytes", "[transp
     CHECK(server.request_count() == kThreads * kRounds);
     CHECK(server.connections_accepted() <= kThreads);
 }
+
+}  // namespace curl_transport_test

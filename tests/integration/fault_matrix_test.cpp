@@ -30,6 +30,8 @@
 #include "support/catch.hpp"
 #include "support/test_server.hpp"
 
+namespace fault_matrix_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -1494,3 +1496,5 @@ TEST_CASE("fault matrix: canary API keys never appear in error text", "[fault_ma
         }
     }
 }
+
+}  // namespace fault_matrix_test

@@ -17,6 +17,8 @@
 #include "support/error_code.hpp"
 #include "support/mcp_servers.hpp"
 
+namespace mcp_client_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::error_code_of;
@@ -159,3 +161,5 @@ TEST_CASE("McpClient lists and reads resources and prompts of server-everything"
     // The connection survives it.
     CHECK(client.call_tool("echo", {{"message", "still"}}).text() == "Echo: still");
 }
+
+}  // namespace mcp_client_test

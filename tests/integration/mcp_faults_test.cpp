@@ -18,6 +18,8 @@
 #include "support/mcp_servers.hpp"
 #include "support/scripted_client.hpp"
 
+namespace mcp_faults_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::error_code_of;
@@ -182,3 +184,5 @@ TEST_CASE("10,000 tools in 100 pages are all listed; a cursor that repeats is re
         CHECK(client.call_tool("tool_1").text() == "answer of tool_1");
     }
 }
+
+}  // namespace mcp_faults_test

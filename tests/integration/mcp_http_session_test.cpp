@@ -18,6 +18,8 @@
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
+namespace mcp_http_session_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::error_code_of;
@@ -385,3 +387,5 @@ TEST_CASE("an MCP server that cannot be reached is mcp_connection_failed", "[mcp
     CHECK(error_code_of([&] { (void)client.call_tool("echo"); }) == "mcp_connection_failed");
     client.close();
 }
+
+}  // namespace mcp_http_session_test

@@ -20,6 +20,8 @@
 #include "support/mcp_servers.hpp"
 #include "support/scripted_client.hpp"
 
+namespace mcp_http_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::error_code_of;
@@ -118,3 +120,5 @@ TEST_CASE("server-everything's log lines arrive on the GET stream", "[mcp]") {
     CHECK_FALSE(client.call_tool("toggle-simulated-logging").is_error);
     client.close();
 }
+
+}  // namespace mcp_http_test

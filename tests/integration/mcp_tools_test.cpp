@@ -24,6 +24,8 @@
 #include "support/scripted_client.hpp"
 #include "support/temp_dir.hpp"
 
+namespace mcp_tools_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using Type = ullm::StreamEvent::Type;
@@ -285,3 +287,5 @@ TEST_CASE("a dialog calls a tool of server-everything through dialog_tools", "[m
     }
     client.close();
 }
+
+}  // namespace mcp_tools_test

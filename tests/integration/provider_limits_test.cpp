@@ -24,6 +24,8 @@
 #include "support/error_code.hpp"
 #include "support/test_server.hpp"
 
+namespace provider_limits_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 using ullm::test::chat_completion_reply;
@@ -354,3 +356,5 @@ TEST_CASE("invalid limits fail the client's construction", "[limits][integration
     options.limits = {{"openai", {.max_queue_wait = std::chrono::milliseconds(-1)}}};
     CHECK(error_code_of([&] { const ullm::Client client(options); }) == "invalid_limits");
 }
+
+}  // namespace provider_limits_test

@@ -21,6 +21,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+namespace test_server_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -744,3 +746,5 @@ TEST_CASE("concurrent clients are served in parallel", "[test_server]") {
     CHECK(server.request_count() == static_cast<std::size_t>(clients * requests_each));
     CHECK(server.connections_accepted() == static_cast<std::size_t>(clients));
 }
+
+}  // namespace test_server_test

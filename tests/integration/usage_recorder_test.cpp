@@ -20,6 +20,8 @@
 #include "support/temp_dir.hpp"
 #include "support/test_server.hpp"
 
+namespace usage_recorder_test {
+
 using namespace std::chrono_literals;
 using ullm::test::chat_completion_reply;
 using ullm::test::ScriptedResponse;
@@ -156,3 +158,5 @@ TEST_CASE("a recorded async stream starts when it is opened", "[usage][integrati
     lock.unlock();
     check_one_record_spans_the_delay(recorded, true);
 }
+
+}  // namespace usage_recorder_test

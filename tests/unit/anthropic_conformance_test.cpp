@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+namespace anthropic_conformance_test {
+
 namespace {
 
 using ullm::AnthropicProvider;
@@ -945,3 +947,5 @@ TEST_CASE("anthropic conformance: recorded body and stream of the same message a
               body.message.replay->data["content"].size());
     }
 }
+
+}  // namespace anthropic_conformance_test

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+namespace anthropic_test {
+
 namespace {
 
 using ullm::AnthropicOptions;
@@ -1135,3 +1137,5 @@ TEST_CASE("anthropic stream: a start that repeats a finished block's index opens
     CHECK(blocks[1]["type"] == "bash_code_execution_tool_result");
     CHECK(blocks[2] == json{{"type", "text"}, {"text", "Done."}});
 }
+
+}  // namespace anthropic_test

@@ -12,6 +12,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace cell_space_test {
+
 using ullm::CellLink;
 using ullm::CellSpace;
 using ullm::json;
@@ -802,3 +804,5 @@ TEST_CASE("a handler may take a HandlerContext with its stop token and deadline"
     CHECK(error_code_of([&] { space.add_handler({.description = "empty", .run = no_function}); }) ==
           "invalid_cell_value");
 }
+
+}  // namespace cell_space_test

@@ -9,6 +9,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace client_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 
@@ -367,3 +369,5 @@ TEST_CASE("JSON that is not UTF-8 is an invalid message before anything is sent"
     CHECK(error_code_of([&] { (void)client.complete(request); }) == "invalid_message");
     CHECK(error_code_of([&] { (void)client.stream(request); }) == "invalid_message");
 }
+
+}  // namespace client_test

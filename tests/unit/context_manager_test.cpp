@@ -10,6 +10,8 @@
 
 #include "support/catch.hpp"
 
+namespace context_manager_test {
+
 using ullm::json;
 using ullm::Message;
 
@@ -451,3 +453,5 @@ TEST_CASE("context manager output must hold valid canonical messages", "[context
     list_metadata.metadata = json::array({1});
     CHECK(contains(invalid_output({list_metadata}), "at /metadata"));
 }
+
+}  // namespace context_manager_test

@@ -13,6 +13,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace conversation_budget_test {
+
 using ullm::json;
 
 using ullm::test::error_code_of;
@@ -414,3 +416,5 @@ TEST_CASE("a skipped direct stream reports one zero-cost usage", "[budget][clien
     CHECK(log.reports[0].usage.cost_usd == 0.0);
     CHECK(p.provider->requests().empty());
 }
+
+}  // namespace conversation_budget_test

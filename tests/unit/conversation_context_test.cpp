@@ -9,6 +9,8 @@
 #include "support/catch.hpp"
 #include "support/scripted_client.hpp"
 
+namespace conversation_context_test {
+
 using ullm::json;
 
 using Scripted = ullm::test::ScriptedClient;
@@ -162,3 +164,5 @@ TEST_CASE("summarisation sends a summary plus the recent messages and keeps the 
         CHECK_FALSE(message.metadata.value("summary", false));
     }
 }
+
+}  // namespace conversation_context_test

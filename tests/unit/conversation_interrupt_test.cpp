@@ -20,6 +20,8 @@
 #include "support/scripted_client.hpp"
 #include "support/shaped_conversation.hpp"
 
+namespace conversation_interrupt_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 
@@ -679,3 +681,5 @@ TEST_CASE("a reply that arrives after the turn was cancelled is counted, never s
     CHECK(conversation.totals().input_tokens == 12);  // What it spent still counts.
     CHECK(conversation.totals().output_tokens == 5);
 }
+
+}  // namespace conversation_interrupt_test

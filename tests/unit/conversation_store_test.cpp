@@ -8,6 +8,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace conversation_store_test {
+
 using ullm::json;
 
 using ullm::test::error_code_of;
@@ -241,3 +243,5 @@ TEST_CASE("a turn whose messages a load would refuse is not written, and the ses
     CHECK(ullm::parse_snapshot_text(written->snapshot).messages.size() == 6);
     CHECK(s.client.conversation({.session_id = "kept"}).history().size() == 6);
 }
+
+}  // namespace conversation_store_test

@@ -17,6 +17,8 @@
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
+namespace conversation_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 
@@ -801,3 +803,5 @@ TEST_CASE("a callback of the running turn that starts a turn is refused, not dea
     REQUIRE(stream.next());
     CHECK(error_code_of([&] { (void)plain.send("two"); }) == "conversation_busy");
 }
+
+}  // namespace conversation_test

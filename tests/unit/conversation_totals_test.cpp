@@ -18,6 +18,8 @@
 #include "support/catch.hpp"
 #include "support/scripted_client.hpp"
 
+namespace conversation_totals_test {
+
 namespace {
 
 // A scripted model that answers every request with "ok" at a fixed usage and cost, counting
@@ -97,3 +99,5 @@ TEST_CASE("racing writers of one session id lose no spend and no committed messa
     CHECK(snapshot.totals.input_tokens == 10 * requests);
     CHECK(std::abs(snapshot.totals.cost_usd - 0.001 * requests) < 1e-9);
 }
+
+}  // namespace conversation_totals_test

@@ -17,6 +17,8 @@
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
+namespace dialog_store_test {
+
 using ullm::json;
 using ullm::test::error_code_of;
 
@@ -320,3 +322,5 @@ TEST_CASE("run cells a stored transcript mentions are kept by the Dialog that lo
     CHECK(read.result.get<std::string>().rfind("There is no cell", 0) == 0);
     CHECK(s.record("alice")["turn_id"] == 2);
 }
+
+}  // namespace dialog_store_test

@@ -13,6 +13,8 @@
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
+namespace dialog_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 
@@ -700,3 +702,5 @@ TEST_CASE("an async dialog turn is cancelled and failed as a blocking one is", "
     CHECK(outcome.error_code == "authentication_failed");
     CHECK(dialog.transcript("alice").back().text() == outcome.text);
 }
+
+}  // namespace dialog_test

@@ -8,6 +8,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace dialog_tool_test {
+
 using ullm::json;
 
 namespace {
@@ -298,3 +300,5 @@ TEST_CASE("a handler tool gets the call's stop token as its HandlerContext", "[d
     CHECK_FALSE(registry.run("invoke", {{"path", watch.to_string()}}, n.call).is_error);
     CHECK(saw_stop);
 }
+
+}  // namespace dialog_tool_test

@@ -14,6 +14,8 @@
 
 #include "support/catch.hpp"
 
+namespace docs_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -160,3 +162,5 @@ TEST_CASE("every local link in the README and docs/ leads to a file and heading 
     }
     CHECK(links >= 40);
 }
+
+}  // namespace docs_test

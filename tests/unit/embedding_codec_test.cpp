@@ -16,6 +16,8 @@
 #include "support/fixtures.hpp"
 #include "support/openapi_checker.hpp"
 
+namespace embedding_codec_test {
+
 using ullm::json;
 using ullm::test::error_code_of;
 
@@ -457,3 +459,5 @@ TEST_CASE("JSON numbers at float32's edge: the short form of the largest value i
         CHECK(error_code_of([&] { (void)decode(values); }) == "invalid_provider_response");
     }
 }
+
+}  // namespace embedding_codec_test

@@ -15,6 +15,8 @@
 
 #include "support/catch.hpp"
 
+namespace error_codes_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -109,3 +111,5 @@ TEST_CASE("every documented error code is raised by some test", "[.reported_code
     CHECK(never.empty());
     // A code raised but not documented cannot happen: every ErrorCode is documented (above).
 }
+
+}  // namespace error_codes_test

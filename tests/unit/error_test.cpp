@@ -2,6 +2,8 @@
 
 #include "support/catch.hpp"
 
+namespace error_test {
+
 TEST_CASE("errors carry a stable code, status and a prefixed message", "[error]") {
     const ullm::RateLimitError error("slow down", {"openai", "gpt-4o", "req_1"},
                                      std::chrono::milliseconds(1500));
@@ -26,3 +28,5 @@ TEST_CASE("invalid message errors name the path and the constraint", "[error]") 
     CHECK(std::string(error.what()) ==
           "[ullm.invalid_message] at /parts/0/type: must be one of text, image");
 }
+
+}  // namespace error_test

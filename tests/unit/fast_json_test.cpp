@@ -19,6 +19,8 @@
 #include "support/same_json.hpp"
 #include "support/sax_recorder.hpp"
 
+namespace fast_json_test {
+
 using ullm::json;
 using ullm::detail::parse_json_fast;
 using ullm::test::sax_verdict;
@@ -271,3 +273,5 @@ TEST_CASE("the fast SAX reader stops where its reader refuses, as nlohmann's doe
     }
     CHECK(checked > 2000);
 }
+
+}  // namespace fast_json_test

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+namespace fixture_stream_test {
+
 namespace {
 
 using ullm::SseEvent;
@@ -292,3 +294,5 @@ TEST_CASE("fixtures: every recorded stream split in two gives the same events", 
     INFO(splits << " splits");
     CHECK(splits > 0);
 }
+
+}  // namespace fixture_stream_test

@@ -10,6 +10,8 @@
 #include "support/error_code.hpp"
 #include "support/fixtures.hpp"
 
+namespace gemini_conformance_test {
+
 using ullm::json;
 namespace fs = std::filesystem;
 
@@ -758,3 +760,5 @@ TEST_CASE("gemini: recorded stream and body forms of a response agree", "[gemini
         }
     }
 }
+
+}  // namespace gemini_conformance_test

@@ -8,6 +8,8 @@
 #include "support/error_code.hpp"
 #include "support/fixtures.hpp"
 
+namespace gemini_test {
+
 using ullm::json;
 namespace fs = std::filesystem;
 
@@ -1220,3 +1222,5 @@ TEST_CASE("gemini: a response without modelVersion names the requested model", "
     http.headers.emplace_back("x-request-id", "req-42");
     CHECK(provider.decode(http, request_for()).request_id == "req-42");
 }
+
+}  // namespace gemini_test

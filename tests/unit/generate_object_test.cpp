@@ -12,10 +12,10 @@
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
+namespace generate_object_test {
+
 using ullm::json;
 using ullm::test::error_code_of;
-
-namespace generate_object_test {
 
 struct Dinner {
     std::string dish;
@@ -34,11 +34,6 @@ inline void from_json(const json& in, QuickDinner& out) {
     in.at("minutes").get_to(out.minutes);
     if (out.minutes > 30) throw ullm::ToolArgumentError("/minutes", "must be at most 30");
 }
-
-}  // namespace generate_object_test
-
-using generate_object_test::Dinner;
-using generate_object_test::QuickDinner;
 
 namespace {
 
@@ -263,3 +258,5 @@ TEST_CASE("a dialog's result_check keeps a result it refuses out of the instance
         CHECK(error.path() == "/minutes");
     }
 }
+
+}  // namespace generate_object_test

@@ -5,6 +5,8 @@
 
 #include "support/catch.hpp"
 
+namespace json_checks_test {
+
 using ullm::json;
 
 TEST_CASE("the UTF-8 check accepts well-formed text only", "[json_checks]") {
@@ -55,3 +57,5 @@ TEST_CASE("JSON rules report the first violation in document order", "[json_chec
     CHECK(check_json_rules(deep, "", {.max_depth = 4}).constraint.empty());
     CHECK(check_json_rules(deep, "", {.max_depth = 3}).path == "/0/0/0");
 }
+
+}  // namespace json_checks_test

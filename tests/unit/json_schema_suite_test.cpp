@@ -27,6 +27,8 @@
 
 #include "support/catch.hpp"
 
+namespace json_schema_suite_test {
+
 using ullm::json;
 
 namespace {
@@ -196,3 +198,5 @@ TEST_CASE("the validator agrees with the JSON Schema Test Suite (draft 7)", "[va
                                  tally.passed);
     }
 }
+
+}  // namespace json_schema_suite_test

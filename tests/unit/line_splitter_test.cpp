@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+namespace line_splitter_test {
+
 namespace {
 
 using ullm::JsonArrayStreamSplitter;
@@ -330,3 +332,5 @@ TEST_CASE("json array: recorded Gemini streams split anywhere give the same elem
         }
     }
 }
+
+}  // namespace line_splitter_test

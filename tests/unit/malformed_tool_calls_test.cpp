@@ -18,6 +18,8 @@
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
+namespace malformed_tool_calls_test {
+
 using ullm::test::error_code_of;
 using Type = ullm::StreamEvent::Type;
 
@@ -435,3 +437,5 @@ TEST_CASE("responses: a terminal response whose call has other arguments than st
                        events) == "invalid_provider_response");
     for (const auto& event : events) CHECK(event.type != Type::done);
 }
+
+}  // namespace malformed_tool_calls_test

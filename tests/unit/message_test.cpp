@@ -6,6 +6,8 @@
 
 #include "support/catch.hpp"
 
+namespace message_test {
+
 using ullm::json;
 
 namespace {
@@ -261,3 +263,5 @@ TEST_CASE("validate_message agrees with a round trip through JSON", "[message]")
     }
     CHECK(refused == 12);  // all but the first four and the two empty metadata
 }
+
+}  // namespace message_test

@@ -8,6 +8,8 @@
 #include "support/fixtures.hpp"
 #include "support/openapi_checker.hpp"
 
+namespace openai_chat_test {
+
 using ullm::json;
 namespace fs = std::filesystem;
 
@@ -697,3 +699,5 @@ TEST_CASE("Chat Completions request bodies validate against the OpenAPI spec",
     bogus["messages"][0]["speaker"] = "system";
     CHECK_FALSE(ullm::test::spec().check(bogus, "CreateChatCompletionRequest").empty());
 }
+
+}  // namespace openai_chat_test

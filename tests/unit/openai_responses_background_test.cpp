@@ -16,6 +16,8 @@
 #include "support/error_code.hpp"
 #include "support/fixtures.hpp"
 
+namespace openai_responses_background_test {
+
 using ullm::json;
 using Type = ullm::StreamEvent::Type;
 using ullm::test::error_code_of;
@@ -538,3 +540,5 @@ TEST_CASE("a cancelled background stream and a bad sequence number fail with sta
               "invalid_provider_response");
     }
 }
+
+}  // namespace openai_responses_background_test

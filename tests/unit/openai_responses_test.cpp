@@ -12,6 +12,8 @@
 #include "support/fixtures.hpp"
 #include "support/openapi_checker.hpp"
 
+namespace openai_responses_test {
+
 using ullm::json;
 namespace fs = std::filesystem;
 using Type = ullm::StreamEvent::Type;
@@ -1285,3 +1287,5 @@ TEST_CASE("options the Responses API lacks are refused with their codes",
     CHECK(capabilities.reasoning);
     CHECK(provider.capabilities("gpt-4.1").temperature);
 }
+
+}  // namespace openai_responses_test

@@ -6,6 +6,8 @@
 
 #include "support/catch.hpp"
 
+namespace partial_json_test {
+
 using ullm::json;
 using ullm::PartialJsonParser;
 
@@ -164,3 +166,5 @@ TEST_CASE("text that ends early, and nesting past the limit, are errors", "[part
     CHECK(deep.failed());
     CHECK(deep.error() == "nesting deeper than 4 levels at byte 4");
 }
+
+}  // namespace partial_json_test

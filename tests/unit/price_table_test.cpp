@@ -8,6 +8,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace price_table_test {
+
 using ullm::json;
 
 using ullm::test::error_code_of;
@@ -139,3 +141,5 @@ TEST_CASE("models served through the Responses API have OpenAI's prices", "[pric
     CHECK(responses->output == openai->output);
     CHECK_FALSE(table.find("openai-responses", "no-such-model"));
 }
+
+}  // namespace price_table_test

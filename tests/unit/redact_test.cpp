@@ -2,6 +2,8 @@
 
 #include "support/catch.hpp"
 
+namespace redact_test {
+
 TEST_CASE("credential headers and listed secrets are redacted from text", "[redact]") {
     ullm::HttpRequest request;
     request.headers = {{"Authorization", "Bearer sk-live-1234567890"},
@@ -26,3 +28,5 @@ TEST_CASE("key query parameters in URLs are redacted", "[redact]") {
           "could not reach https://x.test/v1?alt=sse&key=[redacted] and ?api_key=[redacted] "
           "monkey=ok");
 }
+
+}  // namespace redact_test

@@ -65,11 +65,6 @@ struct Node {
 };
 ULLM_REFLECT(Node, children)
 
-}  // namespace reflect_test
-
-using reflect_test::Address;
-using reflect_test::Priority;
-using reflect_test::Ticket;
 using ullm::json;
 
 TEST_CASE("json_schema_of describes the built-in types", "[reflect]") {
@@ -198,3 +193,5 @@ TEST_CASE("a typed tool without parameters takes the schema of its arguments", "
     const auto bad = registry.run("where", json{{"city", "York"}}, context);
     CHECK(bad.is_error);
 }
+
+}  // namespace reflect_test

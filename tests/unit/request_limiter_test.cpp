@@ -19,6 +19,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace request_limiter_test {
+
 using namespace std::chrono_literals;
 using ullm::detail::RequestLimiter;
 using ullm::test::error_code_of;
@@ -286,3 +288,5 @@ TEST_CASE("acquire waits for a permit and gives up on its stop token",
     CHECK(outcome == "no error");
     CHECK(limiter->in_flight() == 0);
 }
+
+}  // namespace request_limiter_test

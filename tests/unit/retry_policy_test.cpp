@@ -4,6 +4,8 @@
 
 #include "support/catch.hpp"
 
+namespace retry_policy_test {
+
 using namespace std::chrono_literals;
 using ullm::RetryPolicy;
 
@@ -105,3 +107,5 @@ TEST_CASE("a Retry-After date far in the future is longer than any delay, not ov
     CHECK(RetryPolicy::parse_retry_after("Tue, 01 Dec 2026 00:00:00 GMT", now) ==
           std::chrono::milliseconds(std::chrono::hours(24 * 365)));
 }
+
+}  // namespace retry_policy_test

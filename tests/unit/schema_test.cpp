@@ -8,6 +8,8 @@
 
 #include "support/catch.hpp"
 
+namespace schema_test {
+
 namespace schema = ullm::schema;
 using ullm::json;
 
@@ -264,3 +266,5 @@ TEST_CASE("every built schema passes validate_schema", "[schema]") {
         {"city"});
     CHECK_NOTHROW(ullm::validate_schema(built));
 }
+
+}  // namespace schema_test

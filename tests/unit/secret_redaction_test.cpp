@@ -19,6 +19,8 @@
 
 #include "support/catch.hpp"
 
+namespace secret_redaction_test {
+
 namespace {
 
 // Answers every request with one canned response, whole or as a stream of one chunk.
@@ -223,3 +225,5 @@ TEST_CASE("an error message is valid UTF-8 whatever bytes it quotes", "[error]")
     const ullm::Error clean(ullm::ErrorCode::provider_error, "caf\xC3\xA9 \xF0\x9F\x98\x80");
     CHECK(clean.message() == "caf\xC3\xA9 \xF0\x9F\x98\x80");
 }
+
+}  // namespace secret_redaction_test

@@ -27,6 +27,8 @@
 #include "support/catch.hpp"
 #include "support/temp_dir.hpp"
 
+namespace session_store_crash_test {
+
 namespace fs = std::filesystem;
 using ullm::test::TempDir;
 
@@ -217,3 +219,5 @@ TEST_CASE("SqliteSessionStore serialises versioned puts from several processes",
     const std::string path = (dir / "sessions.db").string();
     check_processes_race([&] { return ullm::SqliteSessionStore::open(path); });
 }
+
+}  // namespace session_store_crash_test

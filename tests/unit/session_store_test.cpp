@@ -43,6 +43,8 @@
 #include "support/redis_server.hpp"
 #endif
 
+namespace session_store_test {
+
 namespace fs = std::filesystem;
 using ullm::SessionListOptions;
 using ullm::SessionStore;
@@ -1009,3 +1011,5 @@ TEST_CASE("RedisSessionStore never shows the password", "[session_store][redis]"
 }
 
 #endif
+
+}  // namespace session_store_test

@@ -10,6 +10,8 @@
 
 #include "support/catch.hpp"
 
+namespace snapshot_test {
+
 using ullm::json;
 
 namespace {
@@ -587,3 +589,5 @@ TEST_CASE("snapshot text with a NUL byte and junk after the JSON is refused", "[
     CHECK(with_junk.path.empty());
     CHECK(text_failure(text + std::string(1, '\0')).constraint == with_nul.constraint);
 }
+
+}  // namespace snapshot_test

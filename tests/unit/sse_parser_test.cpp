@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+namespace sse_parser_test {
+
 namespace {
 
 using ullm::SseEvent;
@@ -375,3 +377,5 @@ TEST_CASE("sse: 100000 small events in one write take linear time", "[sse][perf]
     CHECK(in_order);
     CHECK(elapsed < std::chrono::seconds(10));
 }
+
+}  // namespace sse_parser_test

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+namespace stream_chunking_test {
+
 namespace {
 
 constexpr std::size_t bound = 16;
@@ -136,3 +138,5 @@ TEST_CASE("json array: the element bound does not depend on chunking", "[json-ar
     CHECK(same_however_chunked(late_mismatch, json_array).find("longer than") != std::string::npos);
     CHECK(same_however_chunked("[{\"a\":1]}]", json_array).find("mismatched") != std::string::npos);
 }
+
+}  // namespace stream_chunking_test

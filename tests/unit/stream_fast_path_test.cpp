@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+namespace stream_fast_path_test {
+
 namespace {
 
 std::string render(const ullm::Usage& usage) {
@@ -222,3 +224,5 @@ TEST_CASE("fast path: Messages events near a text delta decode as without it", "
     check_same(anthropic,
                start + "event: content_block_delta\ndata: " + usual + nul + "junk\n\n" + end);
 }
+
+}  // namespace stream_fast_path_test

@@ -16,6 +16,8 @@
 #include "support/fixtures.hpp"
 #include "support/openapi_checker.hpp"
 
+namespace structured_output_conformance_test {
+
 using ullm::json;
 using ullm::test::error_code_of;
 using ullm::test::spec;
@@ -263,3 +265,5 @@ TEST_CASE("structured output conformance: Gemini sends responseMimeType and resp
     bogus["response_format"] = {{"type", "json_schema"}};
     CHECK_FALSE(gemini_spec().check(bogus, "GenerateContentRequest").empty());
 }
+
+}  // namespace structured_output_conformance_test

@@ -18,6 +18,8 @@
 #include "support/scripted_client.hpp"
 #include "support/shaped_conversation.hpp"
 
+namespace tool_message_shape_test {
+
 using ullm::json;
 using ullm::Message;
 using R = ullm::Role;
@@ -118,3 +120,5 @@ TEST_CASE("a sliding window keeps or drops a call and all its result messages to
     CHECK(roles(roomy.trim(messages)) ==
           std::vector<R>{R::assistant, R::tool, R::tool, R::assistant, R::user});
 }
+
+}  // namespace tool_message_shape_test

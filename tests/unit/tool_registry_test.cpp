@@ -11,6 +11,8 @@
 
 #include "support/catch.hpp"
 
+namespace tool_registry_test {
+
 using ullm::json;
 
 namespace {
@@ -349,3 +351,5 @@ TEST_CASE("run may be called from many threads at once", "[registry]") {
     CHECK(failures == 0);
     CHECK(calls == 8 * 200);
 }
+
+}  // namespace tool_registry_test

@@ -19,6 +19,8 @@
 #include "support/concurrency_counter.hpp"
 #include "support/scripted_client.hpp"
 
+namespace tool_round_test {
+
 using namespace std::chrono_literals;
 using ullm::json;
 
@@ -184,3 +186,5 @@ TEST_CASE("a finished tool round is not kept alive by its pending deadline timer
     // the timer still holds its work for five minutes.
     ullm::test::wait_until([&] { return watched.expired(); });
 }
+
+}  // namespace tool_round_test

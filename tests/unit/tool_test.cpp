@@ -10,9 +10,9 @@
 
 #include "support/catch.hpp"
 
-using ullm::json;
-
 namespace tool_test {
+
+using ullm::json;
 
 struct WeatherArgs {
     std::string city;
@@ -44,13 +44,6 @@ void from_json(const json& j, Precise& precise) {
     precise.id = j.at("id").get<std::string>();
     if (precise.id.empty()) throw ullm::ToolArgumentError("/id", "must not be empty");
 }
-
-}  // namespace tool_test
-
-using tool_test::Forecast;
-using tool_test::Picky;
-using tool_test::Precise;
-using tool_test::WeatherArgs;
 
 namespace {
 
@@ -278,3 +271,5 @@ TEST_CASE("typed tools report any exception thrown by from_json", "[tool][typed]
     CHECK(path == "/id");
     CHECK(message == "argument /id must not be empty");
 }
+
+}  // namespace tool_test

@@ -14,6 +14,8 @@
 #include "support/catch.hpp"
 #include "support/error_code.hpp"
 
+namespace trailing_bytes_test {
+
 using ullm::test::error_code_of;
 
 namespace {
@@ -79,3 +81,5 @@ TEST_CASE("every provider refuses a body with a NUL byte and junk after it",
         }
     }
 }
+
+}  // namespace trailing_bytes_test

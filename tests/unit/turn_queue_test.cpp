@@ -12,6 +12,8 @@
 #include "support/error_code.hpp"
 #include "support/scripted_client.hpp"
 
+namespace turn_queue_test {
+
 using namespace std::chrono_literals;
 
 using ullm::test::error_code_of;
@@ -296,3 +298,5 @@ TEST_CASE("turn queue cancels an async caller's wait on its stop token", "[turn_
               queue.release();
           }) == "no error");
 }
+
+}  // namespace turn_queue_test

@@ -33,6 +33,8 @@
 #include "support/server_process.hpp"
 #endif
 
+namespace usage_ledger_test {
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -776,3 +778,5 @@ TEST_CASE("ullm usage --postgres prints the totals and records of a PostgreSQL l
 #endif  // ULLM_TEST_CLI
 
 #endif
+
+}  // namespace usage_ledger_test

@@ -5,6 +5,8 @@
 
 #include "support/catch.hpp"
 
+namespace usage_test {
+
 using ullm::json;
 
 TEST_CASE("usage adds field by field and sums known costs", "[usage]") {
@@ -56,3 +58,5 @@ TEST_CASE("usage parsing is fail-closed", "[usage]") {
     CHECK(path_of({{"input_tokens", 18446744073709551615ULL}}) == "/totals/input_tokens");
     CHECK(path_of(json::object()) == "accepted");
 }
+
+}  // namespace usage_test

@@ -9,6 +9,8 @@
 
 #include "support/catch.hpp"
 
+namespace validator_test {
+
 using ullm::json;
 
 namespace {
@@ -1011,3 +1013,5 @@ TEST_CASE("uniqueItems compares items by their JSON value", "[validator][argumen
     many.push_back(19999.0);
     CHECK(duplicated(many));
 }
+
+}  // namespace validator_test
