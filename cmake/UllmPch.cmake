@@ -1,8 +1,9 @@
 # Precompiled headers for ullm's own targets: nlohmann_json is most of what every translation
 # unit parses (about 133k of the 147k lines the umbrella header preprocesses to), so it and the
 # standard headers are compiled once per target. Consumers never see this. A target built as a
-# few unity units (the library, the `ullm` program, with ULLM_UNITY_BUILD) gets none: building
-# the header would cost more CPU than it saves there; the tests, a unit per file, keep it.
+# few unity units (the library, the `ullm` program, the test suites, with ULLM_UNITY_BUILD) gets
+# none: building the header would cost more CPU than it saves there; the test support, a unit
+# per file, keeps it.
 option(ULLM_ENABLE_PCH "Precompile the heavy headers of ullm's own targets" ON)
 
 set(ULLM_PCH_HEADERS
