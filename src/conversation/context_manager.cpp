@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "../core/arithmetic.hpp"
+#include "../core/text.hpp"
 #include "tool_sequence.hpp"
 
 namespace ullm {
@@ -66,13 +67,6 @@ std::optional<std::size_t> latest_user(const std::vector<Message>& messages) {
     }
     return std::nullopt;
 }
-
-bool blank(const std::string& text) {
-    return std::all_of(text.begin(), text.end(), [](char c) {
-        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-    });
-}
-
 }  // namespace
 
 std::int64_t estimate_tokens(const Message& message) {
@@ -264,7 +258,7 @@ std::vector<Message> SummarisationStrategy::trim(std::vector<Message> messages) 
         }
         // Called without the lock: a summariser may take long or call back into the library.
         std::string text = options_.summarizer(input);
-        if (blank(text)) {
+        if (detail::is_blank(text)) {
             throw InvalidOptionError(invalid_output_code,
                                      "the summariser returned an empty summary");
         }

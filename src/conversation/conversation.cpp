@@ -16,11 +16,11 @@ namespace ullm {
 
 namespace {
 
-using Clock = std::chrono::system_clock;
+using WallClock = std::chrono::system_clock;
 
 // Milliseconds precision, as snapshots store time.
-Clock::time_point now_ms() {
-    return std::chrono::time_point_cast<std::chrono::milliseconds>(Clock::now());
+WallClock::time_point now_ms() {
+    return std::chrono::time_point_cast<std::chrono::milliseconds>(WallClock::now());
 }
 
 std::string generate_session_id() {

@@ -23,7 +23,7 @@ namespace ullm {
 namespace {
 
 using detail::pointer_append;
-using Clock = std::chrono::system_clock;
+using WallClock = std::chrono::system_clock;
 
 constexpr std::string_view snapshot_format = "ullm.conversation";
 
@@ -126,7 +126,7 @@ private:
     std::size_t pos_ = 0;
 };
 
-Clock::time_point parse_timestamp(const json& root, const char* name) {
+WallClock::time_point parse_timestamp(const json& root, const char* name) {
     namespace chrono = std::chrono;
     const std::string path = pointer_append("", name);
     const json& value = required(root, name, path);
@@ -185,12 +185,13 @@ Clock::time_point parse_timestamp(const json& root, const char* name) {
         std::int64_t{hour} * 3'600 + std::int64_t{minute} * 60 + second -
         std::int64_t{offset_minutes} * 60;
     // Keep a second of headroom on each side for the fraction.
-    const auto limit = chrono::duration_cast<chrono::seconds>(Clock::duration::max()).count();
+    const auto limit = chrono::duration_cast<chrono::seconds>(WallClock::duration::max()).count();
     if (seconds >= limit || seconds <= -limit) {
         fail(path, "is outside the range of times this platform's clock can represent");
     }
-    return Clock::time_point(chrono::duration_cast<Clock::duration>(chrono::seconds(seconds)) +
-                             chrono::duration_cast<Clock::duration>(chrono::nanoseconds(nanos)));
+    return WallClock::time_point(
+        chrono::duration_cast<WallClock::duration>(chrono::seconds(seconds)) +
+        chrono::duration_cast<WallClock::duration>(chrono::nanoseconds(nanos)));
 }
 
 // --- Totals ------------------------------------------------------------------------------------

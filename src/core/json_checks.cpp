@@ -124,6 +124,19 @@ bool is_prototype_sensitive_key(std::string_view key) noexcept {
     return key == "__proto__" || key == "constructor" || key == "prototype";
 }
 
+std::string render_bounded(const json& value, std::size_t limit) {
+    std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (text.size() > limit) {
+        text.resize(limit);
+        text += "...";
+    }
+    return text;
+}
+
+std::string quote(std::string_view text, std::size_t limit) {
+    return render_bounded(json(std::string(text)), limit);
+}
+
 JsonSafetyViolation check_json_rules(const json& value, const std::string& path,
                                      const JsonRules& rules, std::size_t depth) {
     struct Item {

@@ -25,6 +25,11 @@ constexpr std::string_view trim_space(std::string_view text) noexcept {
     return text.substr(first, last - first + 1);
 }
 
+/// Whether `text` is empty or holds only ASCII whitespace (space, tab, LF, CR, FF, VT).
+constexpr bool is_blank(std::string_view text) noexcept {
+    return text.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos;
+}
+
 /// Appends the UTF-8 encoding of `code` (a scalar value, at most U+10FFFF) to `out`.
 inline void append_utf8(std::string& out, std::uint32_t code) {
     if (code < 0x80) {

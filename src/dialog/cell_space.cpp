@@ -24,6 +24,7 @@ namespace ullm {
 namespace {
 
 using detail::join_pointer;
+using detail::message_quote_limit;
 using detail::parse_index;
 using detail::pointer_step;
 using detail::quote;
@@ -214,8 +215,8 @@ SharedSchema compile_schema(json schema, bool object_root) {
 void check_safe(const json& value, ErrorCode code, const std::string& what) {
     const auto violation = detail::check_json_rules(value, "");
     if (!violation.constraint.empty()) {
-        fail(code, what + " is not accepted: at " + quote(violation.path) + " " +
-                       violation.constraint + ".");
+        fail(code, what + " is not accepted: at " + quote(violation.path, message_quote_limit) +
+                       " " + violation.constraint + ".");
     }
 }
 
@@ -336,7 +337,8 @@ struct CellSpace::State {
     std::string claim_id(std::string id) {
         if (id.empty()) return fresh_id();
         if (id.size() < min_cell_id_length) {
-            fail(ErrorCode::invalid_cell_id, "cell id " + quote(id) + " is shorter than " +
+            fail(ErrorCode::invalid_cell_id, "cell id " + quote(id, message_quote_limit) +
+                                                 " is shorter than " +
                                                  std::to_string(min_cell_id_length) +
                                                  " characters; short ids read as names to a model");
         }
@@ -346,12 +348,13 @@ struct CellSpace::State {
         });
         if (bad_byte || !detail::is_valid_utf8(id)) {
             fail(ErrorCode::invalid_cell_id,
-                 "cell id " + quote(id) +
+                 "cell id " + quote(id, message_quote_limit) +
                      " must be valid UTF-8 without '/', spaces or control "
                      "characters");
         }
         if (cells.count(id) != 0) {
-            fail(ErrorCode::invalid_cell_id, "cell id " + quote(id) + " is already in use");
+            fail(ErrorCode::invalid_cell_id,
+                 "cell id " + quote(id, message_quote_limit) + " is already in use");
         }
         return id;
     }
@@ -529,8 +532,8 @@ struct CellSpace::State {
                  detail::max_json_depth > place_depth ? detail::max_json_depth - place_depth : 0});
         if (!violation.constraint.empty()) {
             fail(ErrorCode::invalid_cell_value,
-                 "The value for " + show(place) + " is not accepted: at " + quote(violation.path) +
-                     " " + violation.constraint + ".");
+                 "The value for " + show(place) + " is not accepted: at " +
+                     quote(violation.path, message_quote_limit) + " " + violation.constraint + ".");
         }
         Cell& holder = cells.find(place.cell_id)->second;
         if (!holder.schema) {
@@ -709,16 +712,17 @@ PatternRun CellSpace::run_pattern(const CellLink& link, const json& argument,
     const auto violation = detail::check_json_rules(value, "");
     if (!violation.constraint.empty()) {
         fail(ErrorCode::invalid_pattern_result, "The pattern's result is not accepted: at " +
-                                                    quote(violation.path) + " " +
-                                                    violation.constraint + ".");
+                                                    quote(violation.path, message_quote_limit) +
+                                                    " " + violation.constraint + ".");
     }
     try {
         result_schema->validate_value(value);
     } catch (const ToolArgumentError& error) {
         fail(ErrorCode::invalid_pattern_result,
              "The pattern's result " +
-                 (error.path().empty() ? std::string("(root)") : quote(error.path())) + " " +
-                 error.reason() + ".");
+                 (error.path().empty() ? std::string("(root)")
+                                       : quote(error.path(), message_quote_limit)) +
+                 " " + error.reason() + ".");
     }
     Cell result_cell;
     result_cell.value = value;

@@ -3,6 +3,7 @@
 #include <ullm/core/error.hpp>
 #include <ullm/detail/json_checks.hpp>
 
+#include "../core/text.hpp"
 #include "pointer.hpp"
 
 #include <string>
@@ -16,24 +17,14 @@ constexpr std::string_view link_key = "@link";
 constexpr std::string_view link_prefix = "/of:";
 
 // Links quote what they name at most this long.
-constexpr std::size_t quote_limit = 80;
+constexpr std::size_t link_quote_limit = 80;
 
 [[noreturn]] void link_error(const std::string& message) {
     throw DialogError(ErrorCode::invalid_link, message);
 }
 
-bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-std::string_view trim(std::string_view text) {
-    while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-    while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-    return text;
-}
-
 CellLink parse_link_text(std::string_view raw) {
-    const std::string_view text = trim(raw);
+    const std::string_view text = detail::trim_space(raw);
     if (text.empty() || text.front() != '/') link_error("Target must start with a slash.");
     if (text.substr(0, link_prefix.size()) != link_prefix) {
         link_error("Target must include a piece handle, e.g. \"/of:fid1:abc123/path\".");
@@ -47,7 +38,7 @@ CellLink parse_link_text(std::string_view raw) {
         link_error("Target must include a piece handle, e.g. \"/of:fid1:abc123/path\".");
     }
     if (id.size() < min_cell_id_length) {
-        link_error(detail::quote(id, quote_limit) +
+        link_error(detail::quote(id, link_quote_limit) +
                    " is a name, not a cell id: use the link shown under # Available Cells, e.g. "
                    "{\"@link\": \"/of:<id>/path\"}.");
     }
@@ -55,7 +46,7 @@ CellLink parse_link_text(std::string_view raw) {
     for (std::size_t i = 0; i < pointer.size(); ++i) {
         if (pointer[i] != '~') continue;
         if (i + 1 >= pointer.size() || (pointer[i + 1] != '0' && pointer[i + 1] != '1')) {
-            link_error("Target path " + detail::quote(pointer, quote_limit) +
+            link_error("Target path " + detail::quote(pointer, link_quote_limit) +
                        " has a '~' that is not an escape: write ~0 for '~' and ~1 for '/'.");
         }
     }
@@ -98,7 +89,7 @@ CellLink parse_link(const json& target) {
             "\"/of:<id>/path\".");
     }
     const auto& text = target.get_ref<const std::string&>();
-    const std::string_view trimmed = trim(text);
+    const std::string_view trimmed = detail::trim_space(text);
     if (!trimmed.empty() && trimmed.front() == '{') {
         // A model sometimes sends the link object serialised into a string.
         const json inner = detail::parse_json_exact(trimmed);

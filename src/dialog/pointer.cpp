@@ -15,14 +15,8 @@ namespace {
 
 }  // namespace
 
-std::string quote(std::string_view text, std::size_t limit) {
-    std::string out = json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-    if (out.size() > limit) out = out.substr(0, limit) + "...";
-    return out;
-}
-
 std::string show(const CellLink& link) {
-    return quote(link.to_string());
+    return quote(link.to_string(), message_quote_limit);
 }
 
 std::vector<std::string> split_pointer(const CellLink& link) {
@@ -93,19 +87,22 @@ const char* type_name(const json& value) {
 
 const json& pointer_step(const json& node, const std::string& token, const CellLink& at,
                          const CellLink& requested) {
-    const std::string where = at.pointer.empty() ? std::string("the root") : quote(at.pointer);
+    const std::string where =
+        at.pointer.empty() ? std::string("the root") : quote(at.pointer, message_quote_limit);
     if (node.is_object()) {
         const auto found = node.find(token);
         if (found != node.end()) return *found;
-        invalid_link(show(requested) + " does not resolve: there is no key " + quote(token) +
-                     " at " + where + " of " + show({at.cell_id, {}}) + ".");
+        invalid_link(show(requested) + " does not resolve: there is no key " +
+                     quote(token, message_quote_limit) + " at " + where + " of " +
+                     show({at.cell_id, {}}) + ".");
     }
     if (node.is_array()) {
         const std::size_t index = parse_index(token);
         if (index != std::string_view::npos && index < node.size()) return node[index];
         invalid_link(show(requested) + " does not resolve: " + where + " of " +
                      show({at.cell_id, {}}) + " is an array of " + std::to_string(node.size()) +
-                     " elements and " + quote(token) + " is not one of its indexes.");
+                     " elements and " + quote(token, message_quote_limit) +
+                     " is not one of its indexes.");
     }
     invalid_link(show(requested) + " does not resolve: " + where + " of " + show({at.cell_id, {}}) +
                  " is " + type_name(node) + ", which has no members.");

@@ -4,6 +4,7 @@
 // `invalid_link` messages a `CellSpace` gives. Private to the library.
 
 #include <ullm/core/json.hpp>
+#include <ullm/detail/json_checks.hpp>
 #include <ullm/dialog/cell_space.hpp>
 
 #include <cstddef>
@@ -13,8 +14,8 @@
 
 namespace ullm::detail {
 
-/// `text` as a JSON string, bounded and safe to show whatever bytes it holds.
-std::string quote(std::string_view text, std::size_t limit = 120);
+/// What a dialog's messages quote is cut after this many bytes (`detail::quote`).
+inline constexpr std::size_t message_quote_limit = 120;
 
 /// `link` as a message shows it (quoted).
 std::string show(const CellLink& link);

@@ -508,7 +508,7 @@ Result check_arguments_safe(const json& arguments) {
                 if (!detail::is_valid_utf8(it.key())) {
                     return Failure{item.path, "has a property name that is not valid UTF-8", {}};
                 }
-                if (prototype_sensitive(it.key())) {
+                if (is_prototype_sensitive_key(it.key())) {
                     return Failure{
                         pointer_append(item.path, it.key()),
                         "is not allowed: " + quote(it.key()) + " is a reserved property name",

@@ -237,7 +237,7 @@ private:
     void check_schema_map(const json& value, const std::string& pointer, bool property_names) {
         if (!value.is_object()) schema_error(pointer, "must be an object of schemas");
         for (auto it = value.begin(); it != value.end(); ++it) {
-            if (property_names && prototype_sensitive(it.key())) {
+            if (property_names && is_prototype_sensitive_key(it.key())) {
                 schema_error(pointer, "property name " + quote(it.key()) +
                                           " is reserved (prototype-sensitive)");
             }
@@ -354,7 +354,7 @@ private:
         for (const auto& name : value) {
             if (!name.is_string()) schema_error(pointer, "property names must be strings");
             const auto& text = name.get_ref<const std::string&>();
-            if (prototype_sensitive(text)) {
+            if (is_prototype_sensitive_key(text)) {
                 schema_error(pointer,
                              "property name " + quote(text) + " is reserved (prototype-sensitive)");
             }

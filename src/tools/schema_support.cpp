@@ -13,23 +13,6 @@ std::size_t code_points(std::string_view text) {
     }));
 }
 
-std::string render(const json& value, std::size_t limit) {
-    std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (text.size() > limit) {
-        text.resize(limit);
-        text += "...";
-    }
-    return text;
-}
-
-std::string quote(std::string_view text) {
-    return render(json(std::string(text)));
-}
-
-bool prototype_sensitive(std::string_view key) {
-    return key == "__proto__" || key == "constructor" || key == "prototype";
-}
-
 bool is_non_negative_integer(const json& value) {
     if (value.is_number_unsigned()) return true;
     if (value.is_number_integer()) return value.get<std::int64_t>() >= 0;

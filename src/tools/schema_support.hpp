@@ -31,13 +31,14 @@ using ullm::detail::pointer_append;
 std::size_t code_points(std::string_view text);
 
 /// A short, always-serialisable rendering of `value` for messages.
-std::string render(const json& value, std::size_t limit = 60);
+inline std::string render(const json& value, std::size_t limit = 60) {
+    return render_bounded(value, limit);
+}
 
 /// `text` as a JSON string for messages.
-std::string quote(std::string_view text);
-
-/// `__proto__`, `constructor` or `prototype`: keys strict mode refuses.
-bool prototype_sensitive(std::string_view key);
+inline std::string quote(std::string_view text) {
+    return ullm::detail::quote(text, 60);
+}
 
 /// An integer ≥ 0, also as a float with no fraction (up to 2^53).
 bool is_non_negative_integer(const json& value);

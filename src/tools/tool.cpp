@@ -3,6 +3,8 @@
 #include <ullm/detail/json_checks.hpp>
 #include <ullm/tools/validator.hpp>
 
+#include "../core/text.hpp"
+
 #include <algorithm>
 #include <new>
 #include <set>
@@ -24,12 +26,6 @@ std::string quote_name(const std::string& name) {
 bool valid_name_char(char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
            c == '-';
-}
-
-bool blank(std::string_view text) {
-    return std::all_of(text.begin(), text.end(), [](char c) {
-        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-    });
 }
 
 // The text of an exception thrown while decoding, without nlohmann's "[json.exception...] ".
@@ -80,7 +76,7 @@ void check_name_and_description(const std::string& name, const std::string& desc
             ErrorCode::invalid_tool_name,
             "tool name " + quote_name(name) + " is invalid: names must match [A-Za-z0-9_-]{1,64}");
     }
-    if (blank(description)) {
+    if (detail::is_blank(description)) {
         throw ToolDefinitionError(ErrorCode::invalid_tool_description,
                                   "tool " + quote_name(name) + " needs a non-empty description");
     }

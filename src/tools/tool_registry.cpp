@@ -1,6 +1,7 @@
 #include <ullm/tools/tool_registry.hpp>
 
 #include <ullm/core/error.hpp>
+#include <ullm/detail/json_checks.hpp>
 
 #include <exception>
 #include <string>
@@ -12,12 +13,8 @@ namespace {
 
 constexpr std::size_t max_error_text = 2000;
 
-// `text` quoted and escaped, safe to show whatever bytes the model or a callback produced.
-std::string quote(std::string_view text, std::size_t limit = 80) {
-    std::string out = json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-    if (out.size() > limit) out = out.substr(0, limit) + "...";
-    return out;
-}
+// Tool names in messages, quoted and escaped (`detail::quote`), are cut after this many bytes.
+constexpr std::size_t name_quote_limit = 80;
 
 // Exception text as it can be shown to the model: valid UTF-8 and bounded.
 std::string clean(std::string_view text) {
@@ -50,7 +47,7 @@ void ToolRegistry::add(Tool tool) {
     auto parameters = detail::validate_tool_compiled(tool);
     if (index_.count(tool.name()) != 0) {
         throw ToolDefinitionError(ErrorCode::duplicate_tool_name,
-                                  "tool name " + quote(tool.name()) +
+                                  "tool name " + detail::quote(tool.name(), name_quote_limit) +
                                       " is already registered; names must be unique (compared "
                                       "exactly and case-sensitively)");
     }
@@ -78,7 +75,7 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
                               ValidationMode mode) const {
     const Tool* tool = find(name);
     if (tool == nullptr) {
-        std::string text = "Unknown tool " + quote(name) + ".";
+        std::string text = "Unknown tool " + detail::quote(name, name_quote_limit) + ".";
         if (tools_.empty()) {
             text += " No tools are available.";
         } else {
@@ -91,7 +88,8 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
         }
         return error_outcome(ErrorCode::unknown_tool, std::move(text));
     }
-    const std::string prefix = "Invalid arguments for tool " + quote(tool->name()) + ": ";
+    const std::string prefix =
+        "Invalid arguments for tool " + detail::quote(tool->name(), name_quote_limit) + ": ";
     try {
         if (mode == ValidationMode::strict) {
             parameters_[static_cast<std::size_t>(tool - tools_.data())].validate_arguments(
@@ -110,14 +108,17 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
     } catch (const ToolResultError& error) {
         return ToolOutcome{json(error.message()), true, error.outcome_code()};
     } catch (const Error& error) {
-        return error_outcome(error.error_code(),
-                             "Tool " + quote(tool->name()) + " failed: " + clean(error.message()));
+        return error_outcome(error.error_code(), "Tool " +
+                                                     detail::quote(tool->name(), name_quote_limit) +
+                                                     " failed: " + clean(error.message()));
     } catch (const std::exception& error) {
         return error_outcome(ErrorCode::tool_execution_failed,
-                             "Tool " + quote(tool->name()) + " failed: " + clean(error.what()));
+                             "Tool " + detail::quote(tool->name(), name_quote_limit) +
+                                 " failed: " + clean(error.what()));
     } catch (...) {
         return error_outcome(ErrorCode::tool_execution_failed,
-                             "Tool " + quote(tool->name()) + " failed with an unknown error.");
+                             "Tool " + detail::quote(tool->name(), name_quote_limit) +
+                                 " failed with an unknown error.");
     }
 }
 

@@ -62,6 +62,14 @@ struct JsonSafetyViolation {
 /// (`__proto__`, `constructor`, `prototype`).
 [[nodiscard]] bool is_prototype_sensitive_key(std::string_view key) noexcept;
 
+/// `value` as JSON text for an error message: invalid UTF-8 replaced, and cut after `limit`
+/// bytes with "..." appended.
+[[nodiscard]] std::string render_bounded(const json& value, std::size_t limit);
+
+/// `text` as a JSON string for an error message, safe to show whatever bytes it holds and
+/// bounded as `render_bounded` bounds it.
+[[nodiscard]] std::string quote(std::string_view text, std::size_t limit);
+
 /// What `check_json_rules` enforces besides finite numbers.
 struct JsonRules {
     std::size_t max_depth = max_json_depth;  ///< Containers nest at most this deep.
