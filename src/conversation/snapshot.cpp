@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "../core/arithmetic.hpp"
+#include "../core/fast_json.hpp"
 #include "tool_sequence.hpp"
 
 namespace ullm {
@@ -493,6 +494,12 @@ json parse_stored_json(std::string_view text, const SnapshotLimits& limits) {
     // nlohmann's parser ends the text at a NUL byte and would ignore what follows it.
     if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
         fail("", "is not valid JSON: a NUL byte at byte offset " + std::to_string(nul));
+    }
+    // Well-formed text, the usual case, is read by the fast reader; what it declines (a syntax
+    // error, a duplicate key, nesting too deep, a number it leaves to nlohmann) is read again by
+    // nlohmann's parser, which names the problem and where it is.
+    if (auto fast = detail::parse_json_fast_strict(text, detail::max_json_depth)) {
+        return std::move(*fast);
     }
     json value;
     try {

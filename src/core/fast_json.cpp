@@ -4,6 +4,7 @@
 
 #include "text.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -29,7 +30,12 @@ int hex_digit(char c) noexcept {
 // goes into.
 class DomBuilder {
 public:
-    explicit DomBuilder(std::string_view text) : lexer_(text) {}
+    // `strict` declines duplicate keys; a container opening inside `max_depth` open ones is
+    // declined.
+    DomBuilder(std::string_view text, std::size_t max_depth, bool strict)
+        : lexer_(text),
+          max_depth_(std::min(max_depth, FastJsonLexer::max_depth)),
+          strict_(strict) {}
 
     // The whole text as one value, or false to decline.
     bool parse(json& root) {
@@ -42,10 +48,10 @@ public:
             switch (lexer_.peek()) {
                 case '{':
                 case '[': {
+                    if (open.size() >= max_depth_) return false;
                     const bool object = lexer_.take() == '{';
                     *slot = object ? json::object() : json::array();
                     if (lexer_.take_after_space(object ? '}' : ']')) break;
-                    if (open.size() == FastJsonLexer::max_depth) return false;
                     open.push_back(slot);
                     slot = element(*slot);
                     if (slot == nullptr) return false;
@@ -108,7 +114,7 @@ public:
 private:
     // The slot of a container's next element: an array's new last one, or an object's member
     // named by the key and colon that come next. A key that comes again replaces the earlier
-    // value, as nlohmann does. Null when the key is not well-formed.
+    // value, as nlohmann does (strict: declines). Null when the key is not well-formed.
     json* element(json& container) {
         if (container.is_array()) return &container.get_ref<json::array_t&>().emplace_back();
         std::string key;
@@ -116,10 +122,14 @@ private:
             return nullptr;
         }
         auto& members = container.get_ref<json::object_t&>();
-        return &members.insert_or_assign(std::move(key), json()).first->second;
+        const auto [member, inserted] = members.insert_or_assign(std::move(key), json());
+        if (strict_ && !inserted) return nullptr;
+        return &member->second;
     }
 
     FastJsonLexer lexer_;
+    std::size_t max_depth_;
+    bool strict_;
 };
 
 }  // namespace
@@ -286,7 +296,14 @@ bool FastJsonLexer::digits() noexcept {
 
 std::optional<json> parse_json_fast(std::string_view text) {
     json root;
-    DomBuilder builder(text);
+    DomBuilder builder(text, FastJsonLexer::max_depth, false);
+    if (!builder.parse(root)) return std::nullopt;
+    return root;
+}
+
+std::optional<json> parse_json_fast_strict(std::string_view text, std::size_t max_depth) {
+    json root;
+    DomBuilder builder(text, max_depth, true);
     if (!builder.parse(root)) return std::nullopt;
     return root;
 }

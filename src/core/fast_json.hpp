@@ -24,6 +24,12 @@ namespace ullm::detail {
 /// `text` parsed as `nlohmann::json::parse(text)` parses it, or nothing when declined.
 [[nodiscard]] std::optional<nlohmann::json> parse_json_fast(std::string_view text);
 
+/// As `parse_json_fast`, and also declines a text where an object names a key twice or a
+/// container opens inside `max_depth` (at most `FastJsonLexer::max_depth`) open ones: for
+/// readers that refuse those and leave it to their own slower path to say where.
+[[nodiscard]] std::optional<nlohmann::json> parse_json_fast_strict(std::string_view text,
+                                                                   std::size_t max_depth);
+
 /// The tokens of one JSON text, read front to back; each reader returns false to decline.
 class FastJsonLexer {
 public:

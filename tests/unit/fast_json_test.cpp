@@ -174,6 +174,40 @@ TEST_CASE("the fast JSON parser leaves what it does not handle exactly to nlohma
     CHECK(verdict(within) == "same");
 }
 
+TEST_CASE("the strict fast parser also declines duplicate keys and nesting past its limit",
+          "[json_checks][fast_json]") {
+    using ullm::detail::parse_json_fast_strict;
+    // What it accepts, it builds as the plain fast parser does.
+    for (const std::string text : {R"({"a":1,"b":[true,null,{"c":"d"}],"e":-2.5})", "[]", "{}",
+                                   R"("text")", "0", R"([{"a":1},{"a":2}])"}) {
+        INFO(text);
+        const auto strict = parse_json_fast_strict(text, 256);
+        REQUIRE(strict.has_value());
+        CHECK(ullm::test::same_json(*strict, *parse_json_fast(text)));
+    }
+    // A key named twice, at the top or deep inside: declined, where the plain parser keeps the
+    // last value as nlohmann does.
+    for (const std::string text : {R"({"a":1,"a":2})", R"({"x":[{"k":true,"j":0,"k":false}]})"}) {
+        INFO(text);
+        CHECK_FALSE(parse_json_fast_strict(text, 256).has_value());
+        CHECK(parse_json_fast(text).has_value());
+    }
+    // A container may open inside at most `max_depth - 1` open ones, empty or not.
+    const auto nested = [](std::size_t levels, const std::string& inner) {
+        return std::string(levels - 1, '[') + "[" + inner + "]" + std::string(levels - 1, ']');
+    };
+    for (const std::string inner : {"", "1"}) {
+        INFO("innermost: [" << inner << "]");
+        CHECK(parse_json_fast_strict(nested(256, inner), 256).has_value());
+        CHECK_FALSE(parse_json_fast_strict(nested(257, inner), 256).has_value());
+        CHECK(parse_json_fast_strict(nested(3, inner), 3).has_value());
+        CHECK_FALSE(parse_json_fast_strict(nested(4, inner), 3).has_value());
+    }
+    // A limit past the lexer's own is the lexer's.
+    CHECK(parse_json_fast_strict(nested(512, ""), 100'000).has_value());
+    CHECK_FALSE(parse_json_fast_strict(nested(513, ""), 100'000).has_value());
+}
+
 TEST_CASE("a string's special bytes are found wherever they fall in an eight-byte block",
           "[json_checks][fast_json]") {
     // The lexer scans strings a word at a time: every byte that ends a run (quote, backslash,

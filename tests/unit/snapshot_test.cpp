@@ -432,6 +432,22 @@ TEST_CASE("deeply nested snapshot values are rejected without recursion", "[snap
     CHECK(failure.constraint == "nests deeper than 256 levels");
 }
 
+TEST_CASE("a snapshot nesting exactly 256 levels restores", "[snapshot]") {
+    // Root, messages, the message and its metadata are four levels; 252 more make 256.
+    for (const json& innermost : {json::array(), json::array({1})}) {
+        json deep = innermost;
+        for (int i = 0; i < 251; ++i) deep = json::array({std::move(deep)});
+        json value = sample_json();
+        value["messages"][0]["metadata"]["deep"] = deep;
+        const ullm::ConversationSnapshot restored = ullm::parse_snapshot_text(value.dump());
+        CHECK(restored.messages.at(0).metadata.at("deep") == deep);
+
+        value["messages"][0]["metadata"]["deep"] = json::array({deep});
+        const auto failure = text_failure(value.dump());
+        CHECK(failure.constraint == "nests deeper than 256 levels");
+    }
+}
+
 TEST_CASE("a __proto__ key is rejected anywhere in a snapshot", "[snapshot]") {
     const std::string name = "__proto__";
     json value = sample_json();
