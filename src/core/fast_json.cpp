@@ -294,18 +294,23 @@ bool FastJsonLexer::digits() noexcept {
     return p_ != start;
 }
 
-std::optional<json> parse_json_fast(std::string_view text) {
+namespace {
+
+std::optional<json> build_dom(std::string_view text, std::size_t max_depth, bool strict) {
     json root;
-    DomBuilder builder(text, FastJsonLexer::max_depth, false);
+    DomBuilder builder(text, max_depth, strict);
     if (!builder.parse(root)) return std::nullopt;
     return root;
 }
 
+}  // namespace
+
+std::optional<json> parse_json_fast(std::string_view text) {
+    return build_dom(text, FastJsonLexer::max_depth, false);
+}
+
 std::optional<json> parse_json_fast_strict(std::string_view text, std::size_t max_depth) {
-    json root;
-    DomBuilder builder(text, max_depth, true);
-    if (!builder.parse(root)) return std::nullopt;
-    return root;
+    return build_dom(text, max_depth, true);
 }
 
 }  // namespace ullm::detail

@@ -13,8 +13,10 @@ namespace {
 
 constexpr std::size_t max_error_text = 2000;
 
-// Tool names in messages, quoted and escaped (`detail::quote`), are cut after this many bytes.
-constexpr std::size_t name_quote_limit = 80;
+// A tool name as messages show it: quoted, escaped, and cut after 80 bytes.
+std::string quote_name(std::string_view name) {
+    return detail::quote(name, 80);
+}
 
 // Exception text as it can be shown to the model: valid UTF-8 and bounded.
 std::string clean(std::string_view text) {
@@ -47,7 +49,7 @@ void ToolRegistry::add(Tool tool) {
     auto parameters = detail::validate_tool_compiled(tool);
     if (index_.count(tool.name()) != 0) {
         throw ToolDefinitionError(ErrorCode::duplicate_tool_name,
-                                  "tool name " + detail::quote(tool.name(), name_quote_limit) +
+                                  "tool name " + quote_name(tool.name()) +
                                       " is already registered; names must be unique (compared "
                                       "exactly and case-sensitively)");
     }
@@ -75,7 +77,7 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
                               ValidationMode mode) const {
     const Tool* tool = find(name);
     if (tool == nullptr) {
-        std::string text = "Unknown tool " + detail::quote(name, name_quote_limit) + ".";
+        std::string text = "Unknown tool " + quote_name(name) + ".";
         if (tools_.empty()) {
             text += " No tools are available.";
         } else {
@@ -88,8 +90,7 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
         }
         return error_outcome(ErrorCode::unknown_tool, std::move(text));
     }
-    const std::string prefix =
-        "Invalid arguments for tool " + detail::quote(tool->name(), name_quote_limit) + ": ";
+    const std::string prefix = "Invalid arguments for tool " + quote_name(tool->name()) + ": ";
     try {
         if (mode == ValidationMode::strict) {
             parameters_[static_cast<std::size_t>(tool - tools_.data())].validate_arguments(
@@ -108,17 +109,15 @@ ToolOutcome ToolRegistry::run(std::string_view name, const json& arguments, Tool
     } catch (const ToolResultError& error) {
         return ToolOutcome{json(error.message()), true, error.outcome_code()};
     } catch (const Error& error) {
-        return error_outcome(error.error_code(), "Tool " +
-                                                     detail::quote(tool->name(), name_quote_limit) +
+        return error_outcome(error.error_code(), "Tool " + quote_name(tool->name()) +
                                                      " failed: " + clean(error.message()));
     } catch (const std::exception& error) {
-        return error_outcome(ErrorCode::tool_execution_failed,
-                             "Tool " + detail::quote(tool->name(), name_quote_limit) +
-                                 " failed: " + clean(error.what()));
+        return error_outcome(
+            ErrorCode::tool_execution_failed,
+            "Tool " + quote_name(tool->name()) + " failed: " + clean(error.what()));
     } catch (...) {
         return error_outcome(ErrorCode::tool_execution_failed,
-                             "Tool " + detail::quote(tool->name(), name_quote_limit) +
-                                 " failed with an unknown error.");
+                             "Tool " + quote_name(tool->name()) + " failed with an unknown error.");
     }
 }
 
