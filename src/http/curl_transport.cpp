@@ -604,8 +604,14 @@ private:
     void apply(Command& command) {
         const auto& transfer = command.transfer;
         switch (command.kind) {
-            case Command::Kind::add:
-                if (transfer->cancelled) {
+            case Command::Kind::add: {
+                bool cancelled = false;
+                {
+                    // Another thread's `cancel` may be setting it now.
+                    std::lock_guard lock(transfer->mutex);
+                    cancelled = transfer->cancelled;
+                }
+                if (cancelled) {
                     finish(*transfer, std::nullopt);
                     return;
                 }
@@ -619,6 +625,7 @@ private:
                 active_.emplace(transfer->easy, transfer);
                 publish_active_count();
                 return;
+            }
             case Command::Kind::remove:
                 detach(transfer, std::nullopt);
                 return;

@@ -251,6 +251,50 @@ TEST_CASE("cancel() from another thread unblocks a waiting reader", "[transport]
     CHECK(server.wait_for_client_aborts(1, 2s));
 }
 
+// The I/O loop may take up a transfer while its cancel is being recorded (a race ThreadSanitizer
+// found): whichever comes first, the transfer ends cancelled, and nothing is left running.
+TEST_CASE("a started request or stream cancelled as soon as it is made ends cancelled",
+          "[transport]") {
+    TestServer server;
+    server.set_handler([](const ullm::test::RecordedRequest&) {
+        return ScriptedResponse{.status = 200, .delay_before_headers = 10s};
+    });
+    ullm::CurlTransport transport;
+    constexpr int rounds = 40;
+    int cancelled_requests = 0;
+    int cancelled_streams = 0;
+    for (int i = 0; i < rounds; ++i) {
+        std::promise<std::exception_ptr> ended;
+        auto pending = transport.start(post(server, "/v1/x"),
+                                       [&ended](ullm::HttpResponse, std::exception_ptr error) {
+                                           ended.set_value(std::move(error));
+                                       });
+        pending->cancel();
+        auto outcome = ended.get_future();
+        REQUIRE(outcome.wait_for(2s) == std::future_status::ready);
+        try {
+            std::rethrow_exception(outcome.get());
+        } catch (const ullm::CancelledError&) {
+            ++cancelled_requests;
+        } catch (...) {
+        }
+
+        auto stream = transport.open_stream(post(server, "/v1/stream"));
+        stream->cancel();
+        try {
+            (void)stream->head();
+        } catch (const ullm::CancelledError&) {
+            ++cancelled_streams;
+        }
+    }
+    CHECK(cancelled_requests == rounds);
+    CHECK(cancelled_streams == rounds);
+    // Every transfer left the I/O loop: none waits on the stalled server.
+    for (int i = 0; i < 200 && transport.active_transfers() != 0; ++i)
+        std::this_thread::sleep_for(10ms);
+    CHECK(transport.active_transfers() == 0);
+}
+
 namespace {
 
 // Sends the server's first request, which it answers only after 10 s, cancels it through its
