@@ -19,13 +19,6 @@ namespace {
 
 using json = nlohmann::json;
 
-int hex_digit(char c) noexcept {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 // Builds the value in place: each container that is still open, and the slot the next value
 // goes into.
 class DomBuilder {
@@ -226,7 +219,7 @@ bool FastJsonLexer::string(std::string& out) {
 bool FastJsonLexer::hex4(std::uint32_t& code) noexcept {
     if (end_ - p_ < 4) return false;
     for (int i = 0; i < 4; ++i) {
-        const int digit = hex_digit(*p_++);
+        const int digit = detail::hex_digit_value(*p_++);
         if (digit < 0) return false;
         code = (code << 4) | static_cast<std::uint32_t>(digit);
     }

@@ -17,13 +17,6 @@ bool is_number_char(char c) {
     return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
 }
 
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 // A byte that can go into a string as it is, with nothing to look at: printable ASCII other
 // than the quote and the backslash.
 bool plain_byte(char c) {
@@ -292,7 +285,7 @@ void PartialJsonParser::string_char(char c) {
         }
     }
     if (escape_ >= 2) {
-        const int digit = hex_value(c);
+        const int digit = detail::hex_digit_value(c);
         if (digit < 0) {
             fail("invalid \\u escape in a string");
             return;

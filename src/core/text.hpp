@@ -30,6 +30,14 @@ constexpr bool is_blank(std::string_view text) noexcept {
     return text.find_first_not_of(" \t\n\r\f\v") == std::string_view::npos;
 }
 
+/// The value of the hexadecimal digit `c` (either case), or -1 when `c` is none.
+constexpr int hex_digit_value(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 /// Appends the UTF-8 encoding of `code` (a scalar value, at most U+10FFFF) to `out`.
 inline void append_utf8(std::string& out, std::uint32_t code) {
     if (code < 0x80) {

@@ -3,6 +3,7 @@
 #include <ullm/core/error.hpp>
 #include <ullm/detail/json_checks.hpp>
 
+#include "../core/text.hpp"
 #include "store_rules.hpp"
 
 #include <cstddef>
@@ -46,10 +47,9 @@ void check_session_id(std::string_view session_id) {
     }
 }
 
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
+// Lowercase only, as `to_hex` writes them: a cursor has one spelling.
+int lower_hex_value(char c) {
+    return c >= 'A' && c <= 'F' ? -1 : detail::hex_digit_value(c);
 }
 
 [[noreturn]] void bad_cursor(const std::string& why) {
@@ -120,8 +120,8 @@ bool from_hex(std::string_view text, std::string& bytes) {
     std::string out;
     out.reserve(text.size() / 2);
     for (std::size_t i = 0; i < text.size(); i += 2) {
-        const int high = hex_value(text[i]);
-        const int low = hex_value(text[i + 1]);
+        const int high = lower_hex_value(text[i]);
+        const int low = lower_hex_value(text[i + 1]);
         if (high < 0 || low < 0) return false;
         out.push_back(static_cast<char>((high << 4) | low));
     }

@@ -1,5 +1,7 @@
 #include "pattern.hpp"
 
+#include "../core/text.hpp"
+
 #include <fmt/format.h>
 #include <re2/re2.h>
 
@@ -56,13 +58,7 @@ std::string space_members(bool negated) {
 }
 
 bool is_hex(char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-unsigned hex_value(char c) {
-    if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0');
-    if (c >= 'a' && c <= 'f') return static_cast<unsigned>(c - 'a' + 10);
-    return static_cast<unsigned>(c - 'A' + 10);
+    return hex_digit_value(c) >= 0;
 }
 
 bool is_ascii_alnum(char c) {
@@ -313,8 +309,9 @@ private:
             if (from + 4 > source_.size()) return false;
             value = 0;
             for (std::size_t i = from; i < from + 4; ++i) {
-                if (!is_hex(source_[i])) return false;
-                value = value * 16 + hex_value(source_[i]);
+                const int digit = hex_digit_value(source_[i]);
+                if (digit < 0) return false;
+                value = value * 16 + static_cast<char32_t>(digit);
             }
             return true;
         };
@@ -324,8 +321,9 @@ private:
             const auto digits = close == std::string_view::npos ? 0 : close - at_ - 1;
             bool valid = digits >= 1 && digits <= 6;
             for (std::size_t i = at_ + 1; valid && i < close; ++i) {
-                valid = is_hex(source_[i]);
-                if (valid) value = value * 16 + hex_value(source_[i]);
+                const int digit = hex_digit_value(source_[i]);
+                valid = digit >= 0;
+                if (valid) value = value * 16 + static_cast<char32_t>(digit);
             }
             if (!valid || value > max_code_point) {
                 fail(PatternProblem::malformed, "\\u{...} must hold a code point in hexadecimal");
