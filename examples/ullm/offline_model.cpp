@@ -157,6 +157,8 @@ std::shared_ptr<ullm::ScriptedProvider> offline_model(std::chrono::milliseconds 
     // Nothing is queued: every request is answered by the rules.
     model->answer_with(
         [](const ullm::ChatRequest& request) { return ullm::ScriptedTurn{answer(request)}; });
+    // A long session would otherwise keep a copy of every request, each with the history.
+    model->keep_requests(0);
     return model;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -42,7 +43,11 @@ public:
         std::shared_ptr<const ScriptedProvider::Responder> responder;
         {
             std::lock_guard lock(mutex_);
-            requests_.push_back(request);
+            ++request_count_;
+            if (kept_ != 0) {
+                if (requests_.size() == kept_) requests_.pop_front();
+                requests_.push_back(request);
+            }
             if (!queue_.empty()) {
                 ScriptedTurn turn = std::move(queue_.front());
                 queue_.pop_front();
@@ -52,7 +57,7 @@ public:
                 throw Error(ErrorCode::mock_queue_exhausted,
                             "the scripted provider \"" + name +
                                 "\" has no answer left for request " +
-                                std::to_string(requests_.size()),
+                                std::to_string(request_count_),
                             500, false, {name, request.model, ""});
             }
             responder = responder_;
@@ -62,7 +67,18 @@ public:
 
     std::vector<ChatRequest> requests() const {
         std::lock_guard lock(mutex_);
-        return requests_;
+        return {requests_.begin(), requests_.end()};
+    }
+
+    std::size_t request_count() const {
+        std::lock_guard lock(mutex_);
+        return request_count_;
+    }
+
+    void keep_requests(std::size_t count) {
+        std::lock_guard lock(mutex_);
+        kept_ = count;
+        while (requests_.size() > kept_) requests_.pop_front();
     }
 
     std::size_t remaining() const {
@@ -73,7 +89,9 @@ public:
 private:
     mutable std::mutex mutex_;
     std::deque<ScriptedTurn> queue_;
-    std::vector<ChatRequest> requests_;
+    std::deque<ChatRequest> requests_;  // the `kept_` most recent
+    std::size_t kept_ = std::numeric_limits<std::size_t>::max();
+    std::size_t request_count_ = 0;
     std::size_t next_call_id_ = 1;
     std::shared_ptr<const ScriptedProvider::Responder> responder_;
 };
@@ -260,6 +278,14 @@ void ScriptedProvider::answer_with(Responder responder) {
 
 std::vector<ChatRequest> ScriptedProvider::requests() const {
     return queue_->requests();
+}
+
+std::size_t ScriptedProvider::request_count() const {
+    return queue_->request_count();
+}
+
+void ScriptedProvider::keep_requests(std::size_t count) {
+    queue_->keep_requests(count);
 }
 
 std::size_t ScriptedProvider::remaining() const {

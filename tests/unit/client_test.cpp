@@ -197,6 +197,48 @@ TEST_CASE("the scripted provider answers complete() in order and records request
           "mock_queue_exhausted");
 }
 
+TEST_CASE("a scripted provider keeps only the most recent requests it is told to keep",
+          "[client][scripted]") {
+    auto scripted = std::make_shared<ullm::ScriptedProvider>();
+    scripted->answer_with([](const ullm::ChatRequest& request) {
+        ullm::ChatResponse response;
+        response.text = "re: " + request.messages.back().text();
+        response.message = ullm::Message::assistant(response.text);
+        return ullm::ScriptedTurn{std::move(response)};
+    });
+    const ullm::Client client({.providers = {scripted}});
+    for (const char* said : {"one", "two", "three"}) (void)client.complete(ask("scripted/m", said));
+    CHECK(scripted->requests().size() == 3);
+
+    scripted->keep_requests(2);  // drops the oldest at once
+    auto kept = scripted->requests();
+    REQUIRE(kept.size() == 2);
+    CHECK(kept[0].messages.back().text() == "two");
+    CHECK(kept[1].messages.back().text() == "three");
+    for (const char* said : {"four", "five", "six"}) (void)client.complete(ask("scripted/m", said));
+    kept = scripted->requests();
+    REQUIRE(kept.size() == 2);
+    CHECK(kept[0].messages.back().text() == "five");
+    CHECK(kept[1].messages.back().text() == "six");
+
+    scripted->keep_requests(0);
+    CHECK(scripted->requests().empty());
+    CHECK(client.complete(ask("scripted/m", "seven")).text == "re: seven");
+    CHECK(scripted->requests().empty());
+    CHECK(scripted->request_count() == 7);
+
+    // The exhausted queue's message counts every request, kept or not.
+    scripted->answer_with(nullptr);
+    try {
+        (void)client.complete(ask("scripted/m", "eight"));
+        FAIL("the empty queue answered");
+    } catch (const ullm::Error& error) {
+        CHECK(error.code() == "mock_queue_exhausted");
+        CHECK(std::string(error.what()).find("request 8") != std::string::npos);
+    }
+    CHECK(scripted->request_count() == 8);
+}
+
 TEST_CASE("scripted streams yield word deltas, tool events and one done", "[client][scripted]") {
     auto scripted = std::make_shared<ullm::ScriptedProvider>();
     scripted->push_tool_call("lookup_weather", {{"city", "Paris"}}, "Let me check that.");

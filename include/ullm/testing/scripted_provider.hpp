@@ -7,6 +7,7 @@
 #include <ullm/providers/provider.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -27,7 +28,7 @@ class ScriptQueue;
 class ScriptedTransport;
 }  // namespace detail
 
-/// Plays queued answers in order, one per request, and records every request it receives.
+/// Plays queued answers in order, one per request, and records the requests it receives.
 /// Streams yield text in word-sized deltas, `chunk_delay` apart. An exhausted queue throws
 /// `Error` `mock_queue_exhausted`. Thread-safe: its queue is the one thing that changes.
 ///
@@ -67,8 +68,15 @@ public:
     /// request's error. Such requests are recorded too.
     void answer_with(Responder responder);
 
-    /// Copies of every request received, in order.
+    /// Copies of the requests received and kept (every one, unless `keep_requests` said
+    /// otherwise), oldest first.
     [[nodiscard]] std::vector<ChatRequest> requests() const;
+    /// How many requests were received, kept or not.
+    [[nodiscard]] std::size_t request_count() const;
+    /// Keeps copies of only the `count` most recent requests from now on, dropping older ones
+    /// at once; 0 keeps none. Each request holds the whole history sent, so a long-running
+    /// user of the provider (a load test, the command line's offline mode) keeps few or none.
+    void keep_requests(std::size_t count);
     /// How many queued answers are left.
     [[nodiscard]] std::size_t remaining() const;
 
