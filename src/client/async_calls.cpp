@@ -205,7 +205,9 @@ private:
         bool late_cancel = false;
         {
             std::lock_guard lock(mutex_);
-            pending_ = pending;
+            // An attempt may be answered before `start` returned (a refused connection): then
+            // it is over, and a cancel must not wait for it but end the call.
+            if (answered_ < attempt_) pending_ = pending;
             late_cancel = cancelled_;
         }
         if (late_cancel) pending->cancel();
@@ -231,6 +233,7 @@ private:
         {
             std::lock_guard lock(mutex_);
             pending_ = nullptr;
+            answered_ = attempt_;
         }
         if (!error) {
             try {
@@ -330,6 +333,7 @@ private:
     std::shared_ptr<detail::RequestLimiter::Waiter> waiting_;  ///< While it waits for them.
     detail::RequestLimiter::Permit permit_;                    ///< While an attempt is in flight.
     int attempt_ = 0;
+    int answered_ = 0;  ///< The attempts whose answer arrived.
     bool cancelled_ = false;
     bool finished_ = false;
 };

@@ -206,7 +206,12 @@ public:
             throw TransportError(ErrorCode::transport_error, "curl_multi_init failed", false);
         }
         curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
-        thread_ = std::thread([this] { run(); });
+    }
+
+    // Starts the I/O thread, which holds the engine until it ends: a handler run there may
+    // drop the last reference to the transport, and the loop must outlive that.
+    void launch() {
+        thread_ = std::thread([self = shared_from_this()] { self->run(); });
     }
 
     ~Engine() {
@@ -232,7 +237,13 @@ public:
             idle_lanes_.clear();
         }
         curl_multi_wakeup(multi_);
-        if (thread_.joinable()) thread_.join();
+        if (!thread_.joinable()) return;
+        if (thread_.get_id() == std::this_thread::get_id()) {
+            // Called by a handler on the I/O thread itself: the loop ends when it returns.
+            thread_.detach();
+        } else {
+            thread_.join();
+        }
     }
 
     // Sends `request` on the calling thread, on a lane: no hop to the I/O thread and back (two
@@ -294,18 +305,23 @@ private:
     };
 
     void post(Command command) {
+        bool queued = false;
+        std::shared_ptr<Transfer> refused;
         {
             std::lock_guard lock(commands_mutex_);
-            if (stopping_) {
-                if (command.kind == Command::Kind::add) {
-                    finish(*command.transfer, Failure{ErrorCode::connection_failed,
-                                                      "the transport has been shut down", false});
-                }
-                return;
+            if (!stopping_) {
+                commands_.push_back(std::move(command));
+                queued = true;
+            } else if (command.kind == Command::Kind::add) {
+                refused = std::move(command.transfer);
             }
-            commands_.push_back(std::move(command));
         }
-        curl_multi_wakeup(multi_);
+        if (queued) curl_multi_wakeup(multi_);
+        // Unlocked: the handler it runs may start another request.
+        if (refused) {
+            finish(*refused, Failure{ErrorCode::connection_failed,
+                                     "the transport has been shut down", false});
+        }
     }
 
     // Sets `transfer` up for `request` (a stream's or a whole response's limits, its idle
@@ -337,6 +353,9 @@ private:
             curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_bundle.c_str());
         }
         if (!options_.proxy.empty()) curl_easy_setopt(easy, CURLOPT_PROXY, options_.proxy.c_str());
+        // A proxy's answer to CONNECT (an HTTPS tunnel, from the option or the environment) is
+        // not the response: without this, libcurl passes its status line and headers on.
+        curl_easy_setopt(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
 
         const std::string method = request.method.empty() ? "POST" : request.method;
         if (method == "GET") {
@@ -377,6 +396,9 @@ private:
         const std::string_view line(data, length);
         transfer.last_activity = Clock::now();
         std::lock_guard lock(transfer.mutex);
+        // The head is final once ready: the reader holds a reference to it. What comes after
+        // (trailers) is not part of it.
+        if (transfer.head_ready) return length;
         if (line.rfind("HTTP/", 0) == 0) {
             // A new status line: 1xx interim responses and proxies start a fresh header block.
             transfer.head = {};
@@ -964,7 +986,9 @@ private:
 }  // namespace
 
 CurlTransport::CurlTransport(CurlTransportOptions options)
-    : engine_(std::make_shared<Engine>(std::move(options))) {}
+    : engine_(std::make_shared<Engine>(std::move(options))) {
+    engine_->launch();
+}
 
 CurlTransport::~CurlTransport() {
     engine_->stop();

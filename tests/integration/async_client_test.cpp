@@ -253,6 +253,51 @@ TEST_CASE("cancelling an async call completes it promptly, even with a silent se
     }
 }
 
+TEST_CASE("an async call answered before its transport's start returned is cancelled at once",
+          "[async][integration]") {
+    // A transport that answers inside `start` (as a refused connection can), a 429 that asks
+    // for a 30 s wait: the cancel must end the call, not wait for the request already over.
+    struct AnswersInStart final : ullm::Transport {
+        ullm::HttpResponse send(const ullm::HttpRequest&, std::stop_token) override {
+            throw ullm::TransportError(ullm::ErrorCode::transport_error, "start only", false);
+        }
+        std::unique_ptr<ullm::HttpStream> open_stream(const ullm::HttpRequest&,
+                                                      std::stop_token) override {
+            throw ullm::TransportError(ullm::ErrorCode::transport_error, "no streams", false);
+        }
+        std::shared_ptr<ullm::PendingRequest> start(const ullm::HttpRequest&,
+                                                    ullm::ResponseHandler on_done) override {
+            struct Over final : ullm::PendingRequest {
+                void cancel() noexcept override {}
+            };
+            ullm::HttpResponse response;
+            response.status = 429;
+            response.headers = {{"content-type", "application/json"}, {"retry-after", "30"}};
+            response.body = R"({"error":{"message":"slow down"}})";
+            on_done(std::move(response), nullptr);
+            // The answer is decoded on the client's callback thread before this returns.
+            std::this_thread::sleep_for(100ms);
+            ++starts;
+            return std::make_shared<Over>();
+        }
+        std::atomic<int> starts{0};
+    };
+    auto transport = std::make_shared<AnswersInStart>();
+    ullm::ClientOptions options;
+    options.transport = transport;
+    options.providers = {std::make_shared<ullm::OpenAiChatProvider>(
+        ullm::OpenAiChatOptions{.api_key = "k", .base_url = "http://127.0.0.1:9/v1"})};
+    const ullm::Client client(options);
+    std::stop_source stop;
+    auto future = client.complete_async(ask(), {.stop = stop.get_token()});
+    CHECK(transport->starts == 1);
+    std::this_thread::sleep_for(50ms);  // the retry waits for its 30 s
+    stop.request_stop();
+    REQUIRE(future.wait_for(10s) == std::future_status::ready);
+    CHECK(failure_code(future) == "cancelled");
+    CHECK(transport->starts == 1);
+}
+
 TEST_CASE("a callback that throws fails nothing else", "[async][integration]") {
     TestServer server;
     server.set_handler(echo());

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -251,6 +253,45 @@ TEST_CASE("cancel() from another thread unblocks a waiting reader", "[transport]
     CHECK(server.wait_for_client_aborts(1, 2s));
 }
 
+namespace {
+
+// Owns a transport and says when it has destroyed it, on whichever thread drops it last.
+struct LastOwner {
+    std::shared_ptr<ullm::CurlTransport> transport;
+    std::promise<std::thread::id> destroyed_on;
+    ~LastOwner() {
+        transport.reset();
+        destroyed_on.set_value(std::this_thread::get_id());
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a started request's handler may hold the last reference to its transport",
+          "[transport]") {
+    // The handler is destroyed on the I/O thread, taking the transport with it: its destructor
+    // cannot join the thread it runs on (which ended the process with std::terminate).
+    TestServer server;
+    server.enqueue(ScriptedResponse::json(200, R"({"ok":true})"));
+    auto owner = std::make_shared<LastOwner>();
+    owner->transport = std::make_shared<ullm::CurlTransport>();
+    auto destroyed = owner->destroyed_on.get_future();
+    std::promise<int> answered;
+    auto status = answered.get_future();
+    {
+        const auto transport = owner->transport;
+        (void)transport->start(post(server, "/v1/x"),
+                               [owner = std::move(owner), &answered](ullm::HttpResponse response,
+                                                                     std::exception_ptr error) {
+                                   answered.set_value(error ? -1 : response.status);
+                               });
+    }
+    REQUIRE(status.wait_for(5s) == std::future_status::ready);
+    CHECK(status.get() == 200);
+    REQUIRE(destroyed.wait_for(5s) == std::future_status::ready);
+    CHECK(destroyed.get() != std::this_thread::get_id());  // on the I/O thread
+}
+
 // The I/O loop may take up a transfer while its cancel is being recorded (a race ThreadSanitizer
 // found): whichever comes first, the transfer ends cancelled, and nothing is left running.
 TEST_CASE("a started request or stream cancelled as soon as it is made ends cancelled",
@@ -437,34 +478,105 @@ TEST_CASE("a malformed URL is rejected as such", "[transport]") {
     CHECK_FALSE(error.retryable());
 }
 
+namespace {
+
+// A listener on 127.0.0.1 that serves one connection with `serve` on its own thread: for peers
+// that TestServer cannot play (a server that is no TLS server, a proxy).
+class OneShotPeer {
+public:
+    explicit OneShotPeer(std::function<void(int connection)> serve) {
+        listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(listener_ >= 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+        REQUIRE(::listen(listener_, 1) == 0);
+        socklen_t length = sizeof address;
+        REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+        port_ = ntohs(address.sin_port);
+        thread_ = std::thread([this, serve = std::move(serve)] {
+            const int connection = ::accept(listener_, nullptr, nullptr);
+            if (connection < 0) return;
+            serve(connection);
+            ::shutdown(connection, SHUT_RDWR);
+            ::close(connection);
+        });
+    }
+    ~OneShotPeer() {
+        ::shutdown(listener_, SHUT_RDWR);  // wakes an accept that is still waiting
+        if (thread_.joinable()) thread_.join();
+        ::close(listener_);
+    }
+    OneShotPeer(const OneShotPeer&) = delete;
+    OneShotPeer& operator=(const OneShotPeer&) = delete;
+
+    [[nodiscard]] std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+private:
+    int listener_ = -1;
+    unsigned port_ = 0;
+    std::thread thread_;
+};
+
+void send_text(int connection, const std::string& text) {
+    (void)::send(connection, text.data(), text.size(), MSG_NOSIGNAL);
+}
+
+// Reads from `connection` until a blank line ends a request head (or the peer stops), and
+// returns what it read.
+std::string read_head(int connection) {
+    std::string received;
+    char buffer[1024];
+    while (received.find("\r\n\r\n") == std::string::npos) {
+        const auto got = ::recv(connection, buffer, sizeof buffer, 0);
+        if (got <= 0) break;
+        received.append(buffer, static_cast<std::size_t>(got));
+    }
+    return received;
+}
+
+}  // namespace
+
 TEST_CASE("a TLS handshake with a server that does not speak TLS is a tls_error", "[transport]") {
-    // A listener that answers whatever arrives with plain HTTP and hangs up: the client's
-    // handshake reads bytes that are no TLS record.
-    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(listener >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    REQUIRE(::listen(listener, 1) == 0);
-    socklen_t length = sizeof address;
-    REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    std::thread server([listener] {
-        const int connection = ::accept(listener, nullptr, nullptr);
-        if (connection < 0) return;
-        const std::string reply = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
-        (void)::send(connection, reply.data(), reply.size(), MSG_NOSIGNAL);
-        ::shutdown(connection, SHUT_RDWR);
-        ::close(connection);
+    // Answers whatever arrives with plain HTTP and hangs up: the client's handshake reads bytes
+    // that are no TLS record.
+    std::optional<OneShotPeer> server(std::in_place, [](int connection) {
+        send_text(connection, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
     });
     ullm::CurlTransport transport;
     ullm::HttpRequest request;
-    request.url = "https://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/v1/x";
+    request.url = "https://" + server->address() + "/v1/x";
     const auto error = capture<ullm::TransportError>([&] { (void)transport.send(request); });
-    server.join();
-    ::close(listener);
+    server.reset();
     CHECK(error.code() == "tls_error");
     CHECK_FALSE(error.retryable());
+}
+
+TEST_CASE("a proxy's answer to CONNECT is not taken for the response's head", "[transport]") {
+    // An HTTPS stream through an HTTP proxy: the proxy opens the tunnel, then the "server"
+    // behind it speaks no TLS. libcurl hands the proxy's `200 Connection established` to the
+    // header callback unless told not to; taken for the head, it reported a 200 for a request
+    // that never reached a server (and was rewritten under the reader when the real head came).
+    const Reader reader = any_reader();
+    std::promise<std::string> asked;
+    OneShotPeer proxy([&asked](int connection) {
+        asked.set_value(read_head(connection));
+        send_text(connection, "HTTP/1.1 200 Connection established\r\nProxy-Agent: test\r\n\r\n");
+        char hello[4096];  // the client's TLS hello, then no answer but a hang-up
+        (void)::recv(connection, hello, sizeof hello, 0);
+    });
+    ullm::CurlTransport transport({.proxy = "http://" + proxy.address()});
+    ullm::HttpRequest request;
+    request.url = "https://upstream.invalid/v1/stream";  // never resolved here: the proxy's
+    request.body = "{}";
+    auto stream = open(transport, request, reader);
+    const auto error = capture<ullm::TransportError>([&] { (void)stream->head(); });
+    INFO(error.code() << ": " << error.what());
+    CHECK((error.code() == "tls_error" || error.code() == "connection_failed"));
+    auto request_line = asked.get_future();
+    REQUIRE(request_line.wait_for(2s) == std::future_status::ready);
+    CHECK(request_line.get().rfind("CONNECT upstream.invalid:443 ", 0) == 0);
 }
 
 TEST_CASE("a response larger than the limit fails clearly", "[transport]") {
