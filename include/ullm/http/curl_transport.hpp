@@ -54,7 +54,8 @@ public:
     std::unique_ptr<HttpStream> open_blocking_stream(const HttpRequest& request,
                                                      std::stop_token stop = {}) override;
     /// Runs on the I/O loop; the handler is called on the I/O thread (or, when the transport
-    /// has been shut down, on the calling thread).
+    /// has been shut down, on the calling thread). It may hold the last reference to the
+    /// transport: the I/O thread then ends once the handler has returned.
     std::shared_ptr<PendingRequest> start(const HttpRequest& request,
                                           ResponseHandler on_done) override;
 
